@@ -1,0 +1,71 @@
+"""Starting a run's processes: one per device on this host, under torch's elastic agent.
+
+The agent gives each process the torchrun environment, which Lightning picks up
+instead of re-launching the script itself. That keeps Lightning's DDP launcher
+out of Hydra multiruns, where it would re-run the whole sweep in every rank.
+"""
+
+import logging
+import sys
+import uuid
+from typing import Optional
+
+import torch
+from omegaconf import DictConfig
+
+from rn50.errors import ConfigError, RunFailed
+from rn50.schema import Accelerator, dist_name
+
+log = logging.getLogger(__name__)
+
+
+def resolve_accelerator(cfg: DictConfig) -> Accelerator:
+    """gpu or cpu for this host, or a ConfigError saying which dist option would fit."""
+    name, per_node = dist_name(cfg), cfg.dist.gpus_per_node
+    if cfg.dist.nodes > 1:
+        raise ConfigError(
+            f"dist={name} needs {cfg.dist.nodes} nodes but cluster={cfg.cluster.name.value} runs on "
+            f"this host only; use a dist option with 1 node (1n{per_node}g) here"
+        )
+    if cfg.dist.accelerator == Accelerator.cpu:
+        return Accelerator.cpu
+    gpus = torch.cuda.device_count()
+    if gpus == 0 and cfg.dist.accelerator == Accelerator.auto and per_node == 1:
+        log.warning("no GPU on this host: dist.accelerator=auto falls back to the CPU")
+        return Accelerator.cpu
+    if per_node > gpus:
+        hint = "dist.accelerator=cpu for CPU processes" if gpus == 0 else f"dist=1n{gpus}g or fewer"
+        raise ConfigError(
+            f"dist={name} needs {per_node} GPUs but this host has {gpus}; use {hint}"
+        )
+    return Accelerator.gpu
+
+
+def failure_kind(message: str) -> str:
+    text = message.lower()
+    return "oom" if "outofmemoryerror" in text or "out of memory" in text else "error"
+
+
+def run_local(nprocs: int, worker_args: list) -> None:
+    """Run `python -m rn50.worker ARGS` in nprocs processes; RunFailed names the first failure."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=nprocs,
+        run_id=str(uuid.uuid4()),
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        max_restarts=0,
+        monitor_interval=0.5,
+    )
+    try:
+        elastic_launch(config, sys.executable)("-m", "rn50.worker", *worker_args)
+    except ChildFailedError as exc:
+        rank, failure = exc.get_first_failure()
+        message = failure.message if isinstance(failure.message, str) else str(failure.message)
+        if not message:
+            message = f"exit code {failure.exitcode}"
+        raise RunFailed(f"rank {rank} failed: {message}", kind=failure_kind(message)) from None

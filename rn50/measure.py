@@ -1,0 +1,54 @@
+"""The Lightning callback that times the windows and samples the GPU during them."""
+
+import socket
+from typing import Any, Dict, List
+
+import pytorch_lightning as pl
+import torch
+
+from rn50 import nvml
+from rn50.timing import DeviceClock, WindowTimer
+
+
+class Benchmark(pl.Callback):
+    """Marks each step end; after training every rank holds every rank's windows and samples."""
+
+    def __init__(self, bench_cfg, telemetry_cfg, device_type: str):
+        self.timer = WindowTimer(
+            bench_cfg.warmup_steps, bench_cfg.steps, bench_cfg.repeats, DeviceClock(device_type)
+        )
+        self.device_type = device_type
+        self.interval_s = telemetry_cfg.interval_s
+        self.sampler = None
+        self.ranks: List[Dict[str, Any]] = []
+
+    def setup(self, trainer, pl_module, stage):
+        if self.device_type == "cuda":
+            handle = nvml.handle_for_cuda_device(trainer.strategy.root_device.index)
+            self.sampler = nvml.Sampler(lambda: nvml.read(handle), self.interval_s)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        was_measuring = self.timer.measuring
+        self.timer.step_end()
+        if self.sampler is None or was_measuring == self.timer.measuring:
+            return
+        if self.timer.measuring:
+            self.sampler.start()
+        else:
+            self.sampler.stop()
+
+    def on_train_end(self, trainer, pl_module):
+        if len(self.timer.windows) < self.timer.repeats:
+            raise RuntimeError(
+                f"only {len(self.timer.windows)} of {self.timer.repeats} windows were measured"
+            )
+        mine = {
+            "windows": self.timer.windows,
+            "samples": self.sampler.samples if self.sampler else [],
+            "hostname": socket.gethostname(),
+        }
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            self.ranks = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(self.ranks, mine)
+        else:
+            self.ranks = [mine]

@@ -1,0 +1,34 @@
+"""ResNet classifier trained with SGD and cross-entropy, as torchvision builds it."""
+
+import pytorch_lightning as pl
+import torch
+import torchvision
+from torch import nn
+
+
+def build_network(arch: str, num_classes: int, channels_last: bool) -> nn.Module:
+    net = getattr(torchvision.models, arch)(weights=None, num_classes=num_classes)
+    return net.to(memory_format=torch.channels_last) if channels_last else net
+
+
+def build_optimizer(params, optim, fused: bool) -> torch.optim.Optimizer:
+    return torch.optim.SGD(
+        params, lr=optim.lr, momentum=optim.momentum, weight_decay=optim.weight_decay, fused=fused
+    )
+
+
+class ResNetModule(pl.LightningModule):
+    def __init__(self, model_cfg, optim_cfg, fused: bool):
+        super().__init__()
+        self.net = build_network(model_cfg.arch.value, model_cfg.num_classes, model_cfg.channels_last)
+        if model_cfg.compile:
+            self.net = torch.compile(self.net)
+        self.optim_cfg, self.fused = optim_cfg, fused
+        self.criterion = nn.CrossEntropyLoss()
+
+    def training_step(self, batch, batch_idx):
+        images, labels = batch
+        return self.criterion(self.net(images), labels)
+
+    def configure_optimizers(self):
+        return build_optimizer(self.parameters(), self.optim_cfg, self.fused)

@@ -1,0 +1,207 @@
+"""Typed schema of an rn50 run, registered in Hydra's ConfigStore.
+
+conf/config.yaml puts `rn50_schema` first in its defaults list, so every group
+option and override is merged into these dataclasses and type-checked at
+compose time. OmegaConf 2.3 has no Literal, so closed choices are Enums: a bad
+value fails with the dotted key and the allowed names. Range checks that types
+cannot express live in `validate`.
+"""
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Dict, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig
+
+from rn50.errors import ConfigError
+
+# Every ResNet downsamples by 32; below that BatchNorm sees a single value per channel.
+MIN_IMAGE_SIZE = 32
+
+
+class Arch(Enum):
+    resnet18 = "resnet18"
+    resnet34 = "resnet34"
+    resnet50 = "resnet50"
+    resnet101 = "resnet101"
+    resnet152 = "resnet152"
+
+
+class PrecisionName(Enum):
+    fp32 = "fp32"
+    tf32 = "tf32"
+    amp = "amp"
+    amp_static = "amp_static"
+    bf16 = "bf16"
+
+
+class DataName(Enum):
+    synthetic = "synthetic"
+
+
+class Accelerator(Enum):
+    auto = "auto"
+    gpu = "gpu"
+    cpu = "cpu"
+
+
+class ProfilerName(Enum):
+    none = "none"
+    simple = "simple"
+
+
+class ClusterName(Enum):
+    local = "local"
+
+
+@dataclass
+class ModelConfig:
+    arch: Arch = Arch.resnet50
+    """torchvision architecture; resnet50 is ResNet-50 v1.5 (stride in the 3x3 conv)."""
+    channels_last: bool = True
+    """Model weights and input batches in NHWC, the layout tensor cores want."""
+    compile: bool = False
+    """Wrap the network in torch.compile; compilation happens during the warm-up steps."""
+    num_classes: int = 1000
+    """Width of the classifier head."""
+
+
+@dataclass
+class PrecisionConfig:
+    name: PrecisionName = PrecisionName.amp
+    """fp32 (TF32 off), tf32, amp (fp16, dynamic loss scale), amp_static (fp16, fixed scale), bf16."""
+    loss_scale: Optional[float] = None
+    """Fixed loss scale for amp_static; ignored by the other precisions."""
+
+
+@dataclass
+class DataConfig:
+    name: DataName = DataName.synthetic
+    """Input pipeline. synthetic: one random batch kept on the device, no copy per step."""
+    batch_size: int = 256
+    """Images per device per step; the global batch is this times the world size."""
+    image_size: int = 224
+    """Square input resolution in pixels."""
+
+
+@dataclass
+class DistConfig:
+    nodes: int = 1
+    """Number of hosts (the N in NnMg)."""
+    gpus_per_node: int = 1
+    """Processes per host, one per device (the M in NnMg)."""
+    accelerator: Accelerator = Accelerator.auto
+    """gpu, cpu (gloo, for tests), or auto: gpu when the host has one, else cpu for 1n1g."""
+
+
+@dataclass
+class ProfilerConfig:
+    name: ProfilerName = ProfilerName.none
+    """none, or simple: Lightning's SimpleProfiler, its report kept as an MLflow artifact."""
+
+
+@dataclass
+class ClusterConfig:
+    name: ClusterName = ClusterName.local
+    """Where processes start. local: one process per device on this host."""
+
+
+@dataclass
+class BenchConfig:
+    warmup_steps: int = 20
+    """Steps run before the measured window: cuDNN autotuning, compilation, allocator warm-up."""
+    steps: int = 100
+    """Steps in the measured window; the device is synchronized only at its two edges."""
+    repeats: int = 1
+    """Windows measured back to back after one warm-up; throughput is their median."""
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 0.1
+    """SGD learning rate."""
+    momentum: float = 0.9
+    """SGD momentum."""
+    weight_decay: float = 3.0517578125e-05
+    """L2 weight decay, as in NVIDIA's ResNet-50 v1.5 recipe."""
+    fused: Optional[bool] = None
+    """Fused SGD kernel; null means on for GPUs. Fused SGD lets AMP skip a host sync per step."""
+
+
+@dataclass
+class TelemetryConfig:
+    interval_s: float = 0.2
+    """Seconds between NVML samples during the measured window."""
+
+
+@dataclass
+class MfuConfig:
+    peak_tflops: Optional[float] = None
+    """Override of the peak dense TFLOP/s per GPU; null looks the GPU up in `peaks`."""
+    peaks: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    """Peak dense TFLOP/s per GPU name (as CUDA reports it) and math mode: fp32, tf32, fp16, bf16."""
+
+
+@dataclass
+class MlflowConfig:
+    tracking_uri: str = "sqlite:///mlflow.db"
+    """Where runs are recorded; conf/config.yaml points it at mlflow.db in the launch directory."""
+    experiment_name: str = "rn50"
+    """MLflow experiment that holds the runs."""
+
+
+@dataclass
+class Rn50Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+    profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    mfu: MfuConfig = field(default_factory=MfuConfig)
+    mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+    seed: int = 0
+    """Seed for weights and the synthetic batch."""
+
+
+ConfigStore.instance().store(name="rn50_schema", node=Rn50Config)
+
+
+def _positive(cfg: DictConfig, key: str, hint: str, minimum: Any = 1) -> None:
+    value = cfg
+    for part in key.split("."):
+        value = value[part]
+    if value is None or value < minimum:
+        raise ConfigError(f"{key}={value} is out of range: {hint}")
+
+
+def validate(cfg: DictConfig) -> DictConfig:
+    """Range checks the types cannot express. Raises ConfigError naming the dotted key."""
+    _positive(cfg, "data.batch_size", "use a batch size of 1 or more per device")
+    _positive(
+        cfg,
+        "data.image_size",
+        f"ResNets downsample by 32, use data.image_size >= {MIN_IMAGE_SIZE}",
+        MIN_IMAGE_SIZE,
+    )
+    _positive(cfg, "model.num_classes", "use 2 or more classes", 2)
+    _positive(cfg, "dist.nodes", "use 1 or more nodes")
+    _positive(cfg, "dist.gpus_per_node", "use 1 or more processes per node")
+    _positive(cfg, "bench.warmup_steps", "use 1 or more: the first step autotunes and compiles")
+    _positive(cfg, "bench.steps", "use 1 or more measured steps")
+    _positive(cfg, "bench.repeats", "use 1 or more measured windows")
+    _positive(cfg, "telemetry.interval_s", "use a positive sampling interval", 0.01)
+    if cfg.precision.name == PrecisionName.amp_static:
+        _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
+    if cfg.mfu.peak_tflops is not None:
+        _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
+    return cfg
+
+
+def dist_name(cfg: DictConfig) -> str:
+    """The published-table name of a GPU count: 1n1g, 2n8g, ..."""
+    return f"{cfg.dist.nodes}n{cfg.dist.gpus_per_node}g"

@@ -1,0 +1,153 @@
+"""Timing math: measured windows, per-step durations and their statistics.
+
+The method: skip `warmup` steps, then time `repeats` windows of `steps` steps
+each. The device is synchronized only at window edges; inside a window each
+step boundary is marked on the device timeline (a CUDA event, no sync) and the
+marks are read after the window. On a CPU the marks are host clock readings.
+"""
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Sequence
+
+
+@dataclass
+class Window:
+    seconds: float
+    """Host wall time between the synchronized edges."""
+    step_ms: List[float]
+    """Device time between consecutive step boundaries."""
+
+
+class DeviceClock:
+    """Step-boundary marks on a device's timeline; host time where there is no device stream."""
+
+    def __init__(self, device_type: str):
+        import torch
+
+        self.cuda = device_type == "cuda"
+        self._torch = torch
+
+    def sync(self) -> None:
+        if self.cuda:
+            self._torch.cuda.synchronize()
+
+    def mark(self) -> Any:
+        if self.cuda:
+            event = self._torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        if self.cuda:
+            return start.elapsed_time(end)
+        return (end - start) * 1e3
+
+
+@dataclass
+class WindowTimer:
+    """Turns step-end callbacks into measured windows.
+
+    Window k covers the steps after boundary k and up to boundary k+1, where the
+    boundaries fall after steps warmup-1, warmup-1+steps, ... (0-based).
+    """
+
+    warmup: int
+    steps: int
+    repeats: int
+    clock: Any
+    now: Callable[[], float] = time.perf_counter
+    windows: List[Window] = field(default_factory=list)
+    _marks: List[Any] = field(default_factory=list)
+    _started: float = 0.0
+    _step: int = 0
+
+    @property
+    def total_steps(self) -> int:
+        return self.warmup + self.steps * self.repeats
+
+    @property
+    def measuring(self) -> bool:
+        return bool(self._marks)
+
+    def step_end(self) -> None:
+        step, self._step = self._step, self._step + 1
+        offset = step - (self.warmup - 1)
+        if offset < 0 or offset > self.steps * self.repeats:
+            return
+        mark = self.clock.mark()
+        if offset % self.steps:
+            self._marks.append(mark)
+            return
+        # A window edge: the only place the host waits for the device.
+        self.clock.sync()
+        t = self.now()
+        if self._marks:
+            self._marks.append(mark)
+            ms = [self.clock.elapsed_ms(a, b) for a, b in zip(self._marks, self._marks[1:])]
+            self.windows.append(Window(seconds=t - self._started, step_ms=ms))
+            self._marks = []
+        if len(self.windows) < self.repeats:
+            self._started, self._marks = t, [mark]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile, q in [0, 100]."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("percentile of no values")
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def slowest(per_rank: Sequence[Sequence[Window]]) -> List[Window]:
+    """Merge ranks: each window takes the slowest rank's seconds and the per-step max."""
+    merged = []
+    for windows in zip(*per_rank):
+        merged.append(
+            Window(
+                seconds=max(w.seconds for w in windows),
+                step_ms=[max(s) for s in zip(*(w.step_ms for w in windows))],
+            )
+        )
+    return merged
+
+
+def summarize(windows: Sequence[Window], batch_size: int, world_size: int) -> Dict[str, float]:
+    """Throughput and step-time metrics, named with their units."""
+    global_batch = batch_size * world_size
+    per_window = [global_batch * len(w.step_ms) / w.seconds for w in windows]
+    steps_ms = [ms for w in windows for ms in w.step_ms]
+    median = statistics.median(per_window)
+    return {
+        "throughput/images_per_sec": median,
+        "throughput/images_per_sec_per_device": median / world_size,
+        "throughput/images_per_sec_mean": statistics.fmean(per_window),
+        "throughput/images_per_sec_min": min(per_window),
+        "throughput/images_per_sec_max": max(per_window),
+        "throughput/images_per_sec_std": statistics.pstdev(per_window),
+        "step_time/median_ms": statistics.median(steps_ms),
+        "step_time/p90_ms": percentile(steps_ms, 90),
+        "step_time/mean_ms": statistics.fmean(steps_ms),
+        "window/seconds_total": sum(w.seconds for w in windows),
+    }
+
+
+def window_images_per_sec(windows: Sequence[Window], batch_size: int, world_size: int) -> List[float]:
+    return [batch_size * world_size * len(w.step_ms) / w.seconds for w in windows]
+
+
+def write_steps_csv(path, per_rank: Sequence[Sequence[Window]]) -> None:
+    """Every rank's per-step durations: rank, window, step, duration_ms."""
+    import csv
+
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(("rank", "window", "step", "duration_ms"))
+        for rank, windows in enumerate(per_rank):
+            for w, window in enumerate(windows):
+                out.writerows((rank, w, s, ms) for s, ms in enumerate(window.step_ms))

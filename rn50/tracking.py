@@ -1,0 +1,108 @@
+"""Everything rn50 writes to or reads from MLflow goes through here."""
+
+import os
+import time
+import urllib.error
+import urllib.request
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from rn50.errors import Rn50Error
+
+# MLflow's HTTP client retries for minutes by default; an unreachable server should fail fast.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+
+from mlflow.entities import Metric, Param, RunStatus, RunTag  # noqa: E402
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def flatten(node, prefix: str = "") -> Dict[str, str]:
+    """Dotted keys of a nested config: {'data.batch_size': '256', ...}."""
+    if isinstance(node, dict):
+        out: Dict[str, str] = {}
+        for key, value in node.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: str(node)}
+
+
+def config_params(cfg: DictConfig) -> Dict[str, str]:
+    return flatten(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+
+
+def check_reachable(uri: str) -> None:
+    """Fail before any work starts when the tracking store cannot be opened."""
+    if uri.startswith(("http://", "https://")):
+        try:
+            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=10).read()
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise Rn50Error(
+                f"mlflow.tracking_uri={uri} is unreachable ({reason}); start a server "
+                "(launchers/mlflow_server.sh) or drop the key to use ./mlflow.db"
+            ) from None
+        return
+    try:
+        MlflowClient(uri).search_experiments(max_results=1)
+    except Exception as exc:  # MLflow and SQLAlchemy raise many types for a bad store
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise Rn50Error(f"mlflow.tracking_uri={uri} cannot be opened: {first}") from None
+
+
+def experiment_id(client: MlflowClient, name: str) -> str:
+    experiment = client.get_experiment_by_name(name)
+    return experiment.experiment_id if experiment else client.create_experiment(name)
+
+
+def start_run(
+    cfg: DictConfig,
+    run_name: str,
+    tags: Mapping[str, str],
+    parent_run_id: Optional[str] = None,
+) -> str:
+    """Create a RUNNING run holding the config as params; returns its id."""
+    client = MlflowClient(cfg.mlflow.tracking_uri)
+    all_tags = dict(tags)
+    if parent_run_id:
+        all_tags[PARENT_TAG] = parent_run_id
+    run = client.create_run(
+        experiment_id(client, cfg.mlflow.experiment_name), run_name=run_name, tags=all_tags
+    )
+    params = [Param(k, v) for k, v in config_params(cfg).items()]
+    for i in range(0, len(params), 100):  # MLflow's batch limit
+        client.log_batch(run.info.run_id, params=params[i : i + 100])
+    return run.info.run_id
+
+
+def log_results(
+    uri: str,
+    run_id: str,
+    metrics: Mapping[str, float],
+    tags: Mapping[str, str] = {},
+    series: Mapping[str, Sequence[float]] = {},
+    artifacts: Iterable[str] = (),
+) -> None:
+    """Summary metrics at step 0, each series as steps 0..n-1, tags and artifact files."""
+    client = MlflowClient(uri)
+    now = int(time.time() * 1000)
+    batch: List[Metric] = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+    for key, values in series.items():
+        batch += [Metric(key, float(v), now, i) for i, v in enumerate(values)]
+    for i in range(0, len(batch), 1000):
+        client.log_batch(run_id, metrics=batch[i : i + 1000])
+    if tags:
+        client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+    for path in artifacts:
+        client.log_artifact(run_id, path)
+
+
+def end_run(uri: str, run_id: str, ok: bool, tags: Mapping[str, str] = {}, killed: bool = False) -> None:
+    client = MlflowClient(uri)
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)
+    status = RunStatus.KILLED if killed else RunStatus.FINISHED if ok else RunStatus.FAILED
+    client.set_terminated(run_id, RunStatus.to_string(status))

@@ -1,0 +1,125 @@
+"""One rank of a benchmark run: build, fit, measure; rank 0 logs to MLflow.
+
+Started by a launcher (rn50.launch, torchrun, SLURM) as
+`python -m rn50.worker CONFIG.yaml --run-id ID --out DIR`, where CONFIG.yaml is
+the resolved config `python -m rn50` wrote.
+"""
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import pytorch_lightning as pl
+from omegaconf import OmegaConf
+from pytorch_lightning.profilers import SimpleProfiler
+from pytorch_lightning.strategies import DDPStrategy
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from rn50 import environment, mfu, nvml, precision, timing, tracking
+from rn50.data import SyntheticData
+from rn50.measure import Benchmark
+from rn50.model import ResNetModule
+from rn50.schema import Accelerator, ProfilerName, Rn50Config, dist_name
+
+
+def load_config(path: str):
+    return OmegaConf.merge(OmegaConf.structured(Rn50Config), OmegaConf.load(path))
+
+
+def build_trainer(cfg, device_type: str, bench: Benchmark, out: Path) -> pl.Trainer:
+    world = cfg.dist.nodes * cfg.dist.gpus_per_node
+    profiler = None
+    if cfg.profiler.name == ProfilerName.simple:
+        profiler = SimpleProfiler(dirpath=out, filename="profiler")
+    return pl.Trainer(
+        accelerator="gpu" if device_type == "cuda" else "cpu",
+        devices=cfg.dist.gpus_per_node,
+        num_nodes=cfg.dist.nodes,
+        strategy=DDPStrategy(gradient_as_bucket_view=True) if world > 1 else "auto",
+        plugins=[precision.plugin(cfg.precision.name, device_type, cfg.precision.loss_scale)],
+        max_steps=bench.timer.total_steps,
+        callbacks=[bench],
+        profiler=profiler,
+        benchmark=True,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        use_distributed_sampler=False,
+        default_root_dir=out,
+    )
+
+
+def log_run(cfg, bench: Benchmark, trainer: pl.Trainer, device_type: str, run_id: str, out: Path) -> dict:
+    """Rank 0: turn every rank's windows and samples into metrics, files and tags."""
+    world = trainer.world_size
+    windows = timing.slowest([r["windows"] for r in bench.ranks])
+    metrics = timing.summarize(windows, cfg.data.batch_size, world)
+    per_device = metrics["throughput/images_per_sec_per_device"]
+    gpu_samples = {rank: r["samples"] for rank, r in enumerate(bench.ranks) if r["samples"]}
+    metrics.update(nvml.summarize(gpu_samples))
+
+    flops = mfu.flops_per_image(cfg.model.arch.value, cfg.model.num_classes, cfg.data.image_size)
+    metrics["model/gflops_per_image"] = flops / 1e9
+    metrics["flops/achieved_tflops_per_device"] = per_device * flops / 1e12
+    tags = {**environment.software_tags(), **environment.gpu_tags(device_type)}
+    peak = mfu.peak_tflops(cfg.mfu, tags["gpu_model"] if device_type == "cuda" else None,
+                           precision.MATH_MODE[cfg.precision.name])
+    if peak is not None:
+        metrics["mfu_pct"] = mfu.mfu_pct(per_device, flops, peak)
+        metrics["mfu/peak_tflops_per_device"] = peak
+    hosts = sorted({r["hostname"] for r in bench.ranks})
+    tags.update(
+        gpu_count=str(len(gpu_samples)),
+        world_size=str(world),
+        nodes=str(cfg.dist.nodes),
+        hostnames=",".join(hosts),
+        accelerator=device_type,
+        dist=dist_name(cfg),
+    )
+
+    files = [out / "step_times.csv"]
+    timing.write_steps_csv(files[0], [r["windows"] for r in bench.ranks])
+    if gpu_samples:
+        files.append(out / "gpu_telemetry.csv")
+        nvml.write_csv(files[-1], gpu_samples)
+    files += sorted(out.glob("*profiler*.txt"))
+    summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name.value,
+               "batch_size": cfg.data.batch_size, **metrics}
+    (out / "summary.json").write_text(json.dumps(summary) + "\n")
+    files.append(out / "summary.json")
+    series = {"throughput/images_per_sec_window": timing.window_images_per_sec(
+        windows, cfg.data.batch_size, world)}
+    tracking.log_results(cfg.mlflow.tracking_uri, run_id, metrics, tags, series, map(str, files))
+    return summary
+
+
+@record
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m rn50.worker")
+    parser.add_argument("config", help="resolved config YAML written by `python -m rn50`")
+    parser.add_argument("--run-id", required=True, help="MLflow run that rank 0 logs into")
+    parser.add_argument("--out", required=True, help="directory for the run's files")
+    args = parser.parse_args(argv)
+    cfg, out = load_config(args.config), Path(args.out)
+    device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
+
+    precision.set_math_mode(cfg.precision.name)
+    pl.seed_everything(cfg.seed, verbose=False)
+    fused = cfg.optim.fused if cfg.optim.fused is not None else device_type == "cuda"
+    model = ResNetModule(cfg.model, cfg.optim, fused)
+    data = SyntheticData(cfg.data.batch_size, cfg.data.image_size, cfg.model.num_classes,
+                         cfg.model.channels_last, cfg.seed)
+    bench = Benchmark(cfg.bench, cfg.telemetry, device_type)
+    trainer = build_trainer(cfg, device_type, bench, out)
+    trainer.fit(model, datamodule=data)
+    if trainer.is_global_zero:
+        log_run(cfg, bench, trainer, device_type, args.run_id, out)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
