@@ -24,6 +24,12 @@ log = logging.getLogger("rn50")
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def run(cfg: DictConfig) -> dict:
+    # Report here: an exception leaving the task makes Hydra print more than one line.
+    with reported():
+        return benchmark(cfg)
+
+
+def benchmark(cfg: DictConfig) -> dict:
     schema.validate(cfg)
     cfg.dist.accelerator = launch.resolve_accelerator(cfg)
     tracking.check_reachable(cfg.mlflow.tracking_uri)

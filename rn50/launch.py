@@ -8,8 +8,6 @@ out of Hydra multiruns, where it would re-run the whole sweep in every rank.
 import logging
 import sys
 import uuid
-from typing import Optional
-
 import torch
 from omegaconf import DictConfig
 
@@ -41,9 +39,13 @@ def resolve_accelerator(cfg: DictConfig) -> Accelerator:
     return Accelerator.gpu
 
 
+OOM_SIGNS = ("outofmemoryerror", "out of memory", "can't allocate memory", "cannot allocate memory")
+
+
 def failure_kind(message: str) -> str:
+    """oom for CUDA's and the CPU allocator's out-of-memory errors, else error."""
     text = message.lower()
-    return "oom" if "outofmemoryerror" in text or "out of memory" in text else "error"
+    return "oom" if any(sign in text for sign in OOM_SIGNS) else "error"
 
 
 def run_local(nprocs: int, worker_args: list) -> None:

@@ -1,0 +1,92 @@
+"""A bare PyTorch training loop with rn50's settings, to measure what the framework costs.
+
+No Lightning, Hydra or MLflow: the same torchvision network, channels_last,
+fused SGD, autocast and loss scaling, and the same synthetic device-resident
+batch, timed as rn50 times it (warm-up, then a window synced at its edges).
+
+    python -m rn50.baseline --arch resnet50 --precision amp --batch-size 256
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from rn50.model import build_network
+from rn50.precision import StaticGradScaler, set_math_mode
+from rn50.schema import OptimConfig, PrecisionName
+
+AUTOCAST = {"amp": torch.float16, "amp_static": torch.float16, "bf16": torch.bfloat16}
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m rn50.baseline")
+    p.add_argument("--arch", default="resnet50")
+    p.add_argument("--precision", default="amp", choices=[n.value for n in PrecisionName])
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--warmup-steps", type=int, default=20)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
+    p.add_argument("--loss-scale", type=float, default=1024.0)
+    args = p.parse_args(argv)
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    set_math_mode(PrecisionName(args.precision))
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    net = build_network(args.arch, 1000, args.channels_last).to(device)
+    model = torch.compile(net) if args.compile else net
+    optim = OptimConfig()
+    opt = torch.optim.SGD(net.parameters(), lr=optim.lr, momentum=optim.momentum,
+                          weight_decay=optim.weight_decay, fused=device.type == "cuda")
+    dtype = AUTOCAST.get(args.precision)
+    scaler = None
+    if args.precision == "amp":
+        scaler = torch.amp.GradScaler(device.type)
+    elif args.precision == "amp_static":
+        scaler = StaticGradScaler(device.type, init_scale=args.loss_scale)
+    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
+    if args.channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
+    labels = torch.randint(0, 1000, (args.batch_size,), device=device)
+    criterion = torch.nn.CrossEntropyLoss()
+
+    def step():
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = criterion(model(images), labels)
+        opt.zero_grad(set_to_none=True)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    for _ in range(args.warmup_steps):
+        step()
+    rates = []
+    for _ in range(args.repeats):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        sync()
+        rates.append(args.batch_size * args.steps / (time.perf_counter() - t0))
+    result = {"baseline": "bare_pytorch", **vars(args),
+              "images_per_sec": statistics.median(rates), "images_per_sec_windows": rates}
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

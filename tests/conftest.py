@@ -1,0 +1,50 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
+
+import rn50.schema  # noqa: F401  registers the schema Hydra composes into
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
+# A run small enough for a 2-core CPU: seconds, not minutes.
+TINY = [
+    "dist.accelerator=cpu",
+    "model=resnet18",
+    "data.image_size=32",
+    "data.batch_size=4",
+    "bench.warmup_steps=1",
+    "bench.steps=2",
+]
+
+
+@pytest.fixture
+def compose_cfg():
+    def _compose(overrides=()):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            return compose(config_name="config", overrides=list(overrides))
+
+    return _compose
+
+
+def rn50(cwd, *args, module="rn50", timeout=600):
+    """Run `python -m rn50 ARGS` in cwd as a user would; returns the CompletedProcess."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def runs_in(cwd, experiment="rn50"):
+    """Every MLflow run in the launch directory's default store."""
+    db = Path(cwd) / "mlflow.db"
+    if not db.exists():
+        return []
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name(experiment)
+    return client.search_runs([exp.experiment_id]) if exp else []

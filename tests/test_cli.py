@@ -1,0 +1,104 @@
+"""`python -m rn50` end to end on the CPU, as a user runs it, checked through MLflow."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import TINY, rn50, runs_in
+from rn50.tracking import MlflowClient
+
+
+def only_run(cwd):
+    runs = runs_in(cwd)
+    assert len(runs) == 1, [r.info.run_name for r in runs]
+    return runs[0]
+
+
+def test_tiny_run_is_recorded(tmp_path):
+    proc = rn50(tmp_path, *TINY)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = only_run(tmp_path)
+    assert run.info.status == "FINISHED"
+    m, p, t = run.data.metrics, run.data.params, run.data.tags
+    assert m["throughput/images_per_sec"] > 0
+    assert m["throughput/images_per_sec_per_device"] == m["throughput/images_per_sec"]
+    assert 0 < m["step_time/median_ms"] <= m["step_time/p90_ms"]
+    assert m["model/gflops_per_image"] > 0
+    assert "mfu_pct" not in m  # no peak is known for a CPU
+    assert p["data.batch_size"] == "4" and p["model.arch"] == "resnet18"
+    assert p["precision.name"] == "amp" and p["dist.accelerator"] == "cpu"
+    assert p["mlflow.tracking_uri"] == f"sqlite:///{tmp_path}/mlflow.db"
+    for tag in ("torch_version", "torchvision_version", "lightning_version", "cuda_version",
+                "cudnn_version", "gpu_model", "hostnames", "command", "world_size"):
+        assert t[tag], tag
+    assert t["command"].startswith("python -m rn50 dist.accelerator=cpu")
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"resolved_config.yaml", "step_times.csv", "summary.json"} <= artifacts
+    (summary_file,) = Path(t["output_dir"]).glob("summary.json")
+    lines = summary_file.read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["run_id"] == run.info.run_id
+    steps = list(csv.DictReader(open(Path(t["output_dir"]) / "step_times.csv")))
+    assert len(steps) == 2 and all(float(s["duration_ms"]) > 0 for s in steps)
+
+
+def test_two_cpu_processes_log_one_run(tmp_path):
+    proc = rn50(tmp_path, *TINY, "dist=1n2g")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = only_run(tmp_path)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["world_size"] == "2"
+    m = run.data.metrics
+    assert m["throughput/images_per_sec"] == pytest.approx(2 * m["throughput/images_per_sec_per_device"])
+    steps = list(csv.DictReader(open(Path(run.data.tags["output_dir"]) / "step_times.csv")))
+    assert {s["rank"] for s in steps} == {"0", "1"}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU fallback")
+def test_auto_falls_back_to_cpu_and_keeps_the_profiler_report(tmp_path):
+    args = [a for a in TINY if not a.startswith("dist.accelerator")] + ["profiler=simple"]
+    proc = rn50(tmp_path, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "falls back to the CPU" in proc.stdout + proc.stderr
+    run = only_run(tmp_path)
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    reports = [a.path for a in client.list_artifacts(run.info.run_id) if "profiler" in a.path]
+    assert reports, "SimpleProfiler's report is not an artifact"
+    assert run.data.params["profiler.name"] == "simple"
+
+
+def test_a_crashing_run_is_marked_failed(tmp_path):
+    proc = rn50(tmp_path, *TINY, "optim.lr=-1")
+    assert proc.returncode == 1
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("rn50: error:")]
+    assert len(errors) == 1 and "Invalid learning rate" in errors[0]
+    run = only_run(tmp_path)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["failure"] == "error"
+
+
+BAD = {
+    "unknown option": (["model=resnet999"], "model=resnet999 is not an option"),
+    "zero batch": (["data.batch_size=0"], "data.batch_size"),
+    "tiny image": (["data.image_size=8"], "data.image_size"),
+    "too many gpus": (["dist=1n8g", "dist.accelerator=gpu"], "needs 8 GPUs"),
+    "nodes on local": (["dist=2n8g"], "needs 2 nodes"),
+    "no server": (["mlflow.tracking_uri=http://127.0.0.1:9"], "http://127.0.0.1:9 is unreachable"),
+    "bad sqlite path": (["mlflow.tracking_uri=sqlite:////dev/null/m.db"], "cannot be opened"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_one_line_and_no_run(tmp_path, case):
+    overrides, expected = BAD[case]
+    if case == "too many gpus" and torch.cuda.device_count() >= 8:
+        pytest.skip("this host has 8 GPUs")
+    proc = rn50(tmp_path, *TINY, *overrides)
+    assert proc.returncode != 0
+    errors = [l for l in proc.stderr.splitlines() if "error" in l.lower()]
+    assert len(errors) == 1 and errors[0].startswith("rn50: error: "), proc.stderr[-2000:]
+    assert expected in errors[0]
+    assert all(r.info.status not in ("RUNNING", "FINISHED") for r in runs_in(tmp_path))

@@ -1,0 +1,88 @@
+"""Every option composes into the typed schema; bad values fail naming the key."""
+
+import pytest
+from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf.errors import ValidationError
+
+from conftest import CONF
+from rn50.errors import ConfigError, _one_line
+from rn50.schema import Accelerator, Arch, PrecisionName, dist_name, validate
+
+GROUPS = ["model", "precision", "data", "dist", "profiler", "cluster", "mfu"]
+OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
+
+
+def test_defaults_match_the_card(compose_cfg):
+    cfg = validate(compose_cfg())
+    assert cfg.model.arch == Arch.resnet50 and cfg.model.channels_last and not cfg.model.compile
+    assert cfg.precision.name == PrecisionName.amp
+    assert (cfg.data.name.value, cfg.data.batch_size, cfg.data.image_size) == ("synthetic", 256, 224)
+    assert dist_name(cfg) == "1n1g" and cfg.dist.accelerator == Accelerator.auto
+    assert (cfg.bench.warmup_steps, cfg.bench.steps) == (20, 100)
+    assert cfg.mlflow.experiment_name == "rn50"
+
+
+@pytest.mark.parametrize("group,option", OPTIONS)
+def test_every_option_composes(compose_cfg, group, option):
+    validate(compose_cfg([f"{group}={option}"]))
+
+
+def test_group_lists_are_complete():
+    names = {g: {o for gg, o in OPTIONS if gg == g} for g in GROUPS}
+    assert names["model"] == {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"}
+    assert names["precision"] == {"fp32", "tf32", "amp", "amp_static", "bf16"}
+    assert names["dist"] == {"1n1g", "1n2g", "1n4g", "1n8g", "2n8g", "4n8g"}
+    assert names["profiler"] == {"none", "simple"}
+
+
+def test_dist_options_name_their_shape(compose_cfg):
+    cfg = compose_cfg(["dist=4n8g"])
+    assert (cfg.dist.nodes, cfg.dist.gpus_per_node, dist_name(cfg)) == (4, 8, "4n8g")
+
+
+def test_amp_static_defaults_to_1024(compose_cfg):
+    assert compose_cfg(["precision=amp_static"]).precision.loss_scale == 1024
+
+
+def test_unknown_option_lists_the_choices(compose_cfg):
+    with pytest.raises(MissingConfigException) as info:
+        compose_cfg(["precision=fp8"])
+    line = _one_line(info.value)
+    assert "precision=fp8" in line and "bf16" in line and "amp_static" in line
+
+
+def test_wrong_type_names_the_dotted_key(compose_cfg):
+    with pytest.raises(ConfigCompositionException) as info:
+        compose_cfg(["dist.accelerator=tpu"])
+    line = _one_line(info.value)
+    assert "dist.accelerator" in line and "gpu" in line and "\n" not in line
+
+
+def test_unknown_key_is_refused(compose_cfg):
+    with pytest.raises(ConfigCompositionException):
+        compose_cfg(["data.batchsize=3"])
+
+
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ("data.batch_size=0", "data.batch_size"),
+        ("data.batch_size=-4", "data.batch_size"),
+        ("data.image_size=16", "data.image_size"),
+        ("bench.steps=0", "bench.steps"),
+        ("bench.warmup_steps=0", "bench.warmup_steps"),
+        ("bench.repeats=0", "bench.repeats"),
+        ("precision.loss_scale=0", "precision.loss_scale"),
+    ],
+)
+def test_out_of_range_values_name_the_key(compose_cfg, override, key):
+    overrides = [override] + (["precision=amp_static"] if "loss_scale" in override else [])
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        validate(compose_cfg(overrides))
+
+
+def test_validation_error_is_a_validation_error_for_bad_ints(compose_cfg):
+    with pytest.raises(ConfigCompositionException) as info:
+        compose_cfg(["data.batch_size=lots"])
+    assert isinstance(info.value.__cause__, ValidationError)
+    assert "data.batch_size" in _one_line(info.value)
