@@ -3,6 +3,7 @@
 The processes (rn50/worker.py) build the model, fit, measure and log the
 figures; this process owns the MLflow run, so a run whose processes crash,
 run out of memory or are interrupted is still closed with the right status.
+In a --multirun each job is a child of the sweep's run (rn50/sweep.py).
 """
 
 import json
@@ -10,34 +11,34 @@ import logging
 import os
 import socket
 from pathlib import Path
+from typing import Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from rn50 import launch, schema, tracking
 from rn50.environment import git_commit
-from rn50.errors import RunFailed, reported
+from rn50.errors import ConfigError, RunFailed, reported
+from rn50.sweep import PARENT_ENV
 
 log = logging.getLogger("rn50")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def run(cfg: DictConfig) -> dict:
-    # Report here: an exception leaving the task makes Hydra print more than one line.
-    with reported():
-        return benchmark(cfg)
+def run(cfg: DictConfig) -> Optional[dict]:
+    # Report here: an exception leaving the task makes Hydra print more than one line,
+    # and in a sweep it would stop the remaining jobs and the report.
+    with reported(exit=HydraConfig.get().mode != RunMode.MULTIRUN):
+        return benchmark(cfg, parent=os.environ.get(PARENT_ENV))
 
 
-def benchmark(cfg: DictConfig) -> dict:
-    schema.validate(cfg)
-    cfg.dist.accelerator = launch.resolve_accelerator(cfg)
-    tracking.check_reachable(cfg.mlflow.tracking_uri)
-
+def benchmark(cfg: DictConfig, parent: Optional[str]) -> dict:
     hydra_cfg = HydraConfig.get()
     out = Path(hydra_cfg.runtime.output_dir)
-    config_file = out / "resolved_config.yaml"
-    config_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    name = (f"{cfg.model.arch.value}-{cfg.precision.name.value}-{schema.dist_name(cfg)}"
+            f"-bs{cfg.data.batch_size}")
     commit = git_commit()
     tags = {
         "command": " ".join(["python -m rn50", *hydra_cfg.overrides.task]),
@@ -46,11 +47,21 @@ def benchmark(cfg: DictConfig) -> dict:
         "dist": schema.dist_name(cfg),
         **({"git_commit": commit, "mlflow.source.git.commit": commit} if commit else {}),
     }
-    name = f"{cfg.model.arch.value}-{cfg.precision.name.value}-{tags['dist']}-bs{cfg.data.batch_size}"
     uri = cfg.mlflow.tracking_uri
-    run_id = tracking.start_run(cfg, name, tags)
-    tracking.log_results(uri, run_id, {}, artifacts=[str(config_file)])
+    tracking.check_reachable(uri)
+    try:
+        schema.validate(cfg)
+        cfg.dist.accelerator = launch.resolve_accelerator(cfg)
+    except ConfigError as exc:
+        if parent:  # a sweep point that cannot run is still a row of the report
+            run_id = tracking.start_run(cfg, name, tags, parent, params=True)
+            tracking.end_run(uri, run_id, ok=False, tags={"failure": "config", "error": str(exc)})
+        raise
 
+    config_file = out / "resolved_config.yaml"
+    config_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    run_id = tracking.start_run(cfg, name, tags, parent)
+    tracking.log_results(uri, run_id, {}, artifacts=[str(config_file)])
     try:
         launch.run_local(cfg.dist.gpus_per_node, [str(config_file), "--run-id", run_id, "--out", str(out)])
     except RunFailed as exc:

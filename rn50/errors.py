@@ -37,15 +37,16 @@ def _one_line(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def reported(prog: str = "rn50"):
-    """Turn known errors into `prog: error: <one line>` and exit status 2 (1 for a failed run)."""
+def reported(prog: str = "rn50", exit: bool = True):
+    """Turn known errors into `prog: error: <one line>` and exit status 2 (1 for a failed run).
+
+    With exit=False the error is printed and swallowed, so a sweep goes on to its next job.
+    """
     from hydra.errors import HydraException
 
     try:
         yield
-    except RunFailed as exc:
-        print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
-        sys.exit(1)
     except (Rn50Error, HydraException, OmegaConfBaseException) as exc:
         print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
-        sys.exit(2)
+        if exit:
+            sys.exit(1 if isinstance(exc, RunFailed) else 2)

@@ -67,7 +67,9 @@ def run_local(nprocs: int, worker_args: list) -> None:
         elastic_launch(config, sys.executable)("-m", "rn50.worker", *worker_args)
     except ChildFailedError as exc:
         rank, failure = exc.get_first_failure()
-        message = failure.message if isinstance(failure.message, str) else str(failure.message)
-        if not message:
-            message = f"exit code {failure.exitcode}"
+        message = failure.message
+        if isinstance(message, dict):  # the error file written by the worker's @record
+            message = message.get("message", "")
+        message = str(message).strip().splitlines()[0] if str(message).strip() else ""
+        message = message or f"exit code {failure.exitcode}"
         raise RunFailed(f"rank {rank} failed: {message}", kind=failure_kind(message)) from None

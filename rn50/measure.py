@@ -27,6 +27,9 @@ class Benchmark(pl.Callback):
             handle = nvml.handle_for_cuda_device(trainer.strategy.root_device.index)
             self.sampler = nvml.Sampler(lambda: nvml.read(handle), self.interval_s)
 
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.timer.step_start()
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         was_measuring = self.timer.measuring
         self.timer.step_end()

@@ -18,6 +18,8 @@ class Window:
     """Host wall time between the synchronized edges."""
     step_ms: List[float]
     """Device time between consecutive step boundaries."""
+    wait_s: float = 0.0
+    """Host time spent between a step's end and the next step's start: waiting for input."""
 
 
 class DeviceClock:
@@ -63,6 +65,8 @@ class WindowTimer:
     _marks: List[Any] = field(default_factory=list)
     _started: float = 0.0
     _step: int = 0
+    _wait: float = 0.0
+    _last_end: float = 0.0
 
     @property
     def total_steps(self) -> int:
@@ -72,13 +76,21 @@ class WindowTimer:
     def measuring(self) -> bool:
         return bool(self._marks)
 
+    def step_start(self) -> None:
+        """Called once the step's batch is in hand: the time since the last step ended was input wait."""
+        if self._marks:
+            self._wait += self.now() - self._last_end
+
     def step_end(self) -> None:
         step, self._step = self._step, self._step + 1
         offset = step - (self.warmup - 1)
-        if offset < 0 or offset > self.steps * self.repeats:
-            return
+        if 0 <= offset <= self.steps * self.repeats:
+            self._mark(at_edge=offset % self.steps == 0)
+        self._last_end = self.now()
+
+    def _mark(self, at_edge: bool) -> None:
         mark = self.clock.mark()
-        if offset % self.steps:
+        if not at_edge:
             self._marks.append(mark)
             return
         # A window edge: the only place the host waits for the device.
@@ -87,10 +99,10 @@ class WindowTimer:
         if self._marks:
             self._marks.append(mark)
             ms = [self.clock.elapsed_ms(a, b) for a, b in zip(self._marks, self._marks[1:])]
-            self.windows.append(Window(seconds=t - self._started, step_ms=ms))
+            self.windows.append(Window(t - self._started, ms, self._wait))
             self._marks = []
         if len(self.windows) < self.repeats:
-            self._started, self._marks = t, [mark]
+            self._started, self._marks, self._wait = t, [mark], 0.0
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -112,6 +124,7 @@ def slowest(per_rank: Sequence[Sequence[Window]]) -> List[Window]:
             Window(
                 seconds=max(w.seconds for w in windows),
                 step_ms=[max(s) for s in zip(*(w.step_ms for w in windows))],
+                wait_s=max(w.wait_s for w in windows),
             )
         )
     return merged
@@ -134,6 +147,7 @@ def summarize(windows: Sequence[Window], batch_size: int, world_size: int) -> Di
         "step_time/p90_ms": percentile(steps_ms, 90),
         "step_time/mean_ms": statistics.fmean(steps_ms),
         "window/seconds_total": sum(w.seconds for w in windows),
+        "data/wait_pct": 100.0 * sum(w.wait_s for w in windows) / sum(w.seconds for w in windows),
     }
 
 

@@ -63,8 +63,9 @@ def start_run(
     run_name: str,
     tags: Mapping[str, str],
     parent_run_id: Optional[str] = None,
+    params: bool = True,
 ) -> str:
-    """Create a RUNNING run holding the config as params; returns its id."""
+    """Create a RUNNING run, with the config as params unless params=False; returns its id."""
     client = MlflowClient(cfg.mlflow.tracking_uri)
     all_tags = dict(tags)
     if parent_run_id:
@@ -72,10 +73,21 @@ def start_run(
     run = client.create_run(
         experiment_id(client, cfg.mlflow.experiment_name), run_name=run_name, tags=all_tags
     )
-    params = [Param(k, v) for k, v in config_params(cfg).items()]
-    for i in range(0, len(params), 100):  # MLflow's batch limit
-        client.log_batch(run.info.run_id, params=params[i : i + 100])
+    batch = [Param(k, v) for k, v in config_params(cfg).items()] if params else []
+    for i in range(0, len(batch), 100):  # MLflow's batch limit
+        client.log_batch(run.info.run_id, params=batch[i : i + 100])
     return run.info.run_id
+
+
+def search_runs(client: MlflowClient, experiment_ids: List[str], filter_string: str = "") -> list:
+    """Every run matching the filter, across result pages."""
+    runs, token = [], None
+    while True:
+        page = client.search_runs(experiment_ids, filter_string, max_results=1000, page_token=token)
+        runs += list(page)
+        token = page.token
+        if not token:
+            return runs
 
 
 def log_results(

@@ -27,10 +27,13 @@ class FakeClock:
         return self.t
 
 
-def drive(warmup, steps, repeats, durations):
+def drive(warmup, steps, repeats, durations, waits=None):
+    """Each step: wait for input (host time, no device work), then run for its duration."""
     clock = FakeClock(durations)
     timer = WindowTimer(warmup, steps, repeats, clock, now=clock.now)
-    for _ in range(timer.total_steps):
+    for i in range(timer.total_steps):
+        clock.t += waits[i] if waits else 0.0
+        timer.step_start()
         clock.step()
         timer.step_end()
     return timer, clock
@@ -82,3 +85,13 @@ def test_slowest_rank_sets_each_window():
     merged = slowest([fast, slow])
     assert [w.seconds for w in merged] == [1.5, 1.0]
     assert merged[0].step_ms == [12.0, 10.0] and merged[1].step_ms == [10.0, 11.0]
+
+
+def test_input_wait_is_counted_inside_windows_only():
+    waits = [3.0, 0.05, 0.0, 0.05, 0.0]  # the warm-up wait is not counted
+    timer, _ = drive(1, 4, 1, [1.0] + [0.1] * 4, waits)
+    (window,) = timer.windows
+    assert window.wait_s == pytest.approx(0.1)
+    assert window.seconds == pytest.approx(0.5)
+    m = summarize(timer.windows, batch_size=1, world_size=1)
+    assert m["data/wait_pct"] == pytest.approx(20.0)

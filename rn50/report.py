@@ -1,0 +1,183 @@
+"""Sweep reports, built from MLflow alone: a table like the published ones, CSV, JSON, plots.
+
+    python -m rn50.report --parent-run-id ID
+    python -m rn50.report --experiment rn50 --filter "tags.gpu_model = 'NVIDIA H200'"
+
+Speedup is against the median images/sec of the finished 1n1g runs with the
+same model, precision, batch per GPU and image size; scaling efficiency is
+speedup over the GPU count.
+"""
+
+import argparse
+import csv
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from rn50 import tracking
+from rn50.errors import Rn50Error, reported
+
+ROLE_TAG = "rn50.role"
+COLUMNS = [
+    ("nodes", "nodes"), ("gpus", "GPUs"), ("precision", "precision"), ("batch_per_gpu", "batch/GPU"),
+    ("images_per_sec_median", "images/sec median"), ("images_per_sec_mean", "images/sec mean"),
+    ("speedup", "speedup"), ("scaling_efficiency_pct", "scaling eff. %"),
+    ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"), ("mfu_pct", "MFU %"),
+    ("status", "status"),
+]
+
+
+def _row(run) -> Dict:
+    p, m, t = run.data.params, run.data.metrics, run.data.tags
+    nodes, per_node = int(p.get("dist.nodes", 1)), int(p.get("dist.gpus_per_node", 1))
+    status = run.info.status
+    failure = t.get("failure", "")
+    return {
+        "run_id": run.info.run_id,
+        "point": t.get("mlflow.runName", run.info.run_id),
+        "model": p.get("model.arch"), "image_size": p.get("data.image_size"), "data": p.get("data.name"),
+        "nodes": nodes, "gpus": nodes * per_node, "precision": p.get("precision.name"),
+        "batch_per_gpu": int(p.get("data.batch_size", 0)),
+        "images_per_sec_median": m.get("throughput/images_per_sec"),
+        "images_per_sec_mean": m.get("throughput/images_per_sec_mean"),
+        "gpu_utilization_pct": m.get("gpu/utilization_pct"),
+        "data_wait_pct": m.get("data/wait_pct"),
+        "mfu_pct": m.get("mfu_pct"),
+        "status": status, "failure": failure,
+        "error": t.get("error", ""),
+        "profiled": p.get("profiler.name", "none") != "none",
+        "start_time": run.info.start_time,
+    }
+
+
+def add_scaling(rows: List[Dict]) -> List[Dict]:
+    def key(r):
+        return (r["model"], r["precision"], r["batch_per_gpu"], r["image_size"], r["data"])
+
+    base: Dict[tuple, List[float]] = defaultdict(list)
+    for r in rows:
+        if r["gpus"] == 1 and r["status"] == "FINISHED" and r["images_per_sec_median"] and not r["profiled"]:
+            base[key(r)].append(r["images_per_sec_median"])
+    for r in rows:
+        ref = statistics.median(base[key(r)]) if base.get(key(r)) else None
+        ok = r["status"] == "FINISHED" and r["images_per_sec_median"] and ref
+        r["speedup"] = r["images_per_sec_median"] / ref if ok else None
+        r["scaling_efficiency_pct"] = 100.0 * r["speedup"] / r["gpus"] if ok else None
+        if r["status"] != "FINISHED":
+            r["status"] = f"{r['status']} ({r['failure']})" if r["failure"] else r["status"]
+    return rows
+
+
+def collect(uri: str, parent_run_id: Optional[str] = None, experiment: Optional[str] = None,
+            filter_string: str = "") -> List[Dict]:
+    """One row per benchmark run: the children of a sweep, or an experiment's runs."""
+    client = tracking.MlflowClient(uri)
+    if parent_run_id:
+        exp_ids = [client.get_run(parent_run_id).info.experiment_id]
+        clause = f"tags.`{tracking.PARENT_TAG}` = '{parent_run_id}'"
+        filter_string = f"{clause} and {filter_string}" if filter_string else clause
+    else:
+        found = client.get_experiment_by_name(experiment or "rn50")
+        if found is None:
+            raise Rn50Error(f"no MLflow experiment named {experiment!r} in {uri}")
+        exp_ids = [found.experiment_id]
+    runs = tracking.search_runs(client, exp_ids, filter_string)
+    rows = [_row(r) for r in runs if r.data.tags.get(ROLE_TAG) != "sweep"]
+    rows.sort(key=lambda r: (r["precision"] or "", r["batch_per_gpu"], r["gpus"], r["start_time"]))
+    return add_scaling(rows)
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def markdown(rows: List[Dict]) -> str:
+    lines = ["| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_fmt(r.get(k)) for k, _ in COLUMNS) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _plot(rows: List[Dict], out: Path) -> List[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = [r for r in rows if r["status"] == "FINISHED" and r["images_per_sec_median"]]
+    files = []
+    fig, ax = plt.subplots(figsize=(6, 4))
+    lines = defaultdict(list)
+    for r in done:
+        lines[f"{r['precision']} {r['nodes']}n{r['gpus'] // r['nodes']}g"].append(
+            (r["batch_per_gpu"], r["images_per_sec_median"]))
+    for label, points in sorted(lines.items()):
+        xs, ys = zip(*sorted(points))
+        ax.plot(xs, ys, marker="o", label=label)
+    ax.set(xlabel="batch size per GPU", ylabel="images/sec", title="Throughput against batch size")
+    ax.set_xscale("log", base=2)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    files.append(out / "throughput_vs_batch.png")
+    fig.tight_layout()
+    fig.savefig(files[-1], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    lines = defaultdict(list)
+    for r in done:
+        if r["speedup"] is not None:
+            lines[f"{r['precision']} bs{r['batch_per_gpu']}"].append((r["gpus"], r["speedup"]))
+    most = max([r["gpus"] for r in done] or [1])
+    ax.plot([1, most], [1, most], "k--", label="ideal")
+    for label, points in sorted(lines.items()):
+        xs, ys = zip(*sorted(points))
+        ax.plot(xs, ys, marker="o", label=label)
+    ax.set(xlabel="GPUs", ylabel="speedup over 1n1g", title="Scaling")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    files.append(out / "speedup_vs_gpus.png")
+    fig.tight_layout()
+    fig.savefig(files[-1], dpi=120)
+    plt.close(fig)
+    return files
+
+
+def write(rows: List[Dict], out: Path) -> List[Path]:
+    """sweep_report.md/.csv/.json and the two plots in `out`; the Markdown file first."""
+    out.mkdir(parents=True, exist_ok=True)
+    md, csv_path, js = out / "sweep_report.md", out / "sweep_report.csv", out / "sweep_report.json"
+    md.write_text(markdown(rows))
+    fields = [k for k, _ in COLUMNS] + ["failure", "error", "point", "run_id", "model", "image_size"]
+    with open(csv_path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    js.write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    return [md, csv_path, js, *_plot(rows, out)]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m rn50.report", description=__doc__.split("\n")[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--parent-run-id", help="the MLflow run of a multirun")
+    which.add_argument("--experiment", help="every rn50 run of this experiment (with --filter)")
+    parser.add_argument("--filter", default="", help="MLflow search filter, e.g. \"tags.gpu_model = 'NVIDIA H200'\"")
+    parser.add_argument("--tracking-uri", default="sqlite:///mlflow.db", help="default: ./mlflow.db")
+    parser.add_argument("--out", default="report", help="directory for the report files")
+    args = parser.parse_args(argv)
+    with reported("rn50.report"):
+        tracking.check_reachable(args.tracking_uri)
+        rows = collect(args.tracking_uri, args.parent_run_id, args.experiment, args.filter)
+        if not rows:
+            raise Rn50Error("no runs match; check --parent-run-id, --experiment and --filter")
+        files = write(rows, Path(args.out))
+    print(markdown(rows))
+    print(f"wrote {', '.join(str(f) for f in files)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""A Hydra multirun as one MLflow parent run, its jobs as children, and a report at the end.
+
+Registered in conf/config.yaml under hydra.callbacks. Jobs find the parent
+through the environment, which also reaches jobs a cluster launcher starts.
+"""
+
+import logging
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from rn50 import report, tracking
+from rn50.errors import reported
+
+PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
+log = logging.getLogger("rn50")
+
+
+class SweepCallback(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        HydraConfig.instance().set_config(config)  # resolves ${hydra:...} in mlflow.tracking_uri
+        uri = config.mlflow.tracking_uri
+        with reported():
+            tracking.check_reachable(uri)
+        overrides = " ".join(config.hydra.overrides.task)
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        tags = {
+            report.ROLE_TAG: "sweep",
+            "sweep.overrides": overrides,
+            "sweep.start_time": started,
+            "sweep.dir": str(Path(config.hydra.sweep.dir).resolve()),
+            "command": f"python -m rn50 --multirun {overrides}",
+        }
+        os.environ[PARENT_ENV] = tracking.start_run(config, f"sweep {started}", tags, params=False)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        parent = os.environ.pop(PARENT_ENV)
+        uri = config.mlflow.tracking_uri
+        rows = report.collect(uri, parent_run_id=parent)
+        files = report.write(rows, Path(config.hydra.sweep.dir))
+        tracking.log_results(uri, parent, {}, artifacts=map(str, files))
+        failed = [r for r in rows if r["status"] != "FINISHED"]
+        tracking.end_run(uri, parent, ok=not failed)
+        log.info("sweep report: %s", files[0])
+        print(report.markdown(rows))
+        if failed:
+            points = ", ".join(f"{r['point']} ({r['failure'] or r['status'].lower()})" for r in failed)
+            print(f"rn50: error: {len(failed)} of {len(rows)} sweep points failed: {points}", file=sys.stderr)
+            sys.exit(1)
