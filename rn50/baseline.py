@@ -5,10 +5,12 @@ fused SGD, autocast and loss scaling, and the same synthetic device-resident
 batch, timed as rn50 times it (warm-up, then a window synced at its edges).
 
     python -m rn50.baseline --arch resnet50 --precision amp --batch-size 256
+    torchrun --standalone --nproc-per-node 4 -m rn50.baseline   # DDP, one process per GPU
 """
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -35,12 +37,23 @@ def main(argv=None) -> dict:
     p.add_argument("--loss-scale", type=float, default=1024.0)
     args = p.parse_args(argv)
 
+    world = int(os.environ.get("WORLD_SIZE", 1))
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    if world > 1:
+        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
     set_math_mode(PrecisionName(args.precision))
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     net = build_network(args.arch, 1000, args.channels_last).to(device)
-    model = torch.compile(net) if args.compile else net
+    model = net
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(
+            net, device_ids=[device.index] if device.type == "cuda" else None,
+            gradient_as_bucket_view=True)
+    model = torch.compile(model) if args.compile else model
     optim = OptimConfig()
     opt = torch.optim.SGD(net.parameters(), lr=optim.lr, momentum=optim.momentum,
                           weight_decay=optim.weight_decay, fused=device.type == "cuda")
@@ -81,10 +94,16 @@ def main(argv=None) -> dict:
         for _ in range(args.steps):
             step()
         sync()
-        rates.append(args.batch_size * args.steps / (time.perf_counter() - t0))
-    result = {"baseline": "bare_pytorch", **vars(args),
+        seconds = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=device)
+        if world > 1:  # the slowest rank's window, as rn50 reports it
+            torch.distributed.all_reduce(seconds, op=torch.distributed.ReduceOp.MAX)
+        rates.append(args.batch_size * world * args.steps / seconds.item())
+    result = {"baseline": "bare_pytorch", **vars(args), "world_size": world,
               "images_per_sec": statistics.median(rates), "images_per_sec_windows": rates}
-    print(json.dumps(result))
+    if int(os.environ.get("RANK", 0)) == 0:
+        print(json.dumps(result))
+    if world > 1:
+        torch.distributed.destroy_process_group()
     return result
 
 

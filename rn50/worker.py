@@ -32,7 +32,7 @@ def build_trainer(cfg, device_type: str, bench: Benchmark, out: Path) -> pl.Trai
     profiler = None
     if cfg.profiler.name == ProfilerName.simple:
         profiler = SimpleProfiler(dirpath=out, filename="profiler")
-    return pl.Trainer(
+    trainer = pl.Trainer(
         accelerator="gpu" if device_type == "cuda" else "cpu",
         devices=cfg.dist.gpus_per_node,
         num_nodes=cfg.dist.nodes,
@@ -51,6 +51,17 @@ def build_trainer(cfg, device_type: str, bench: Benchmark, out: Path) -> pl.Trai
         use_distributed_sampler=False,
         default_root_dir=out,
     )
+    skip_sigterm_broadcast(trainer)
+    return trainer
+
+
+def skip_sigterm_broadcast(trainer: pl.Trainer) -> None:
+    """Lightning 2.6 broadcasts a SIGTERM flag and reads it back on the host every DDP step
+    (Lightning #21487), a device sync inside the measured window. The elastic agent that
+    starts rn50's ranks already stops them all together on SIGTERM, so the broadcast goes."""
+    loop = trainer.fit_loop.epoch_loop
+    if hasattr(loop, "_broadcast_sigterm_tensor"):
+        loop._broadcast_sigterm_tensor = lambda: None
 
 
 def log_run(cfg, bench: Benchmark, trainer: pl.Trainer, device_type: str, run_id: str, out: Path) -> dict:

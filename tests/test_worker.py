@@ -1,0 +1,15 @@
+"""How a rank builds its Trainer."""
+
+from conftest import TINY
+from rn50.measure import Benchmark
+from rn50.schema import validate
+from rn50.worker import build_trainer
+
+
+def test_trainer_has_no_per_step_sigterm_sync(compose_cfg, tmp_path):
+    cfg = validate(compose_cfg(TINY + ["dist=1n2g"]))
+    trainer = build_trainer(cfg, "cpu", Benchmark(cfg.bench, cfg.telemetry, "cpu"), tmp_path)
+    loop = trainer.fit_loop.epoch_loop
+    assert loop._broadcast_sigterm_tensor() is None  # would broadcast and .item() every DDP step
+    assert trainer.max_steps == cfg.bench.warmup_steps + cfg.bench.steps
+    assert trainer.logger is None and not trainer.checkpoint_callback
