@@ -38,6 +38,8 @@ class PrecisionName(Enum):
 
 class DataName(Enum):
     synthetic = "synthetic"
+    imagefolder = "imagefolder"
+    dali = "dali"
 
 
 class Accelerator(Enum):
@@ -78,11 +80,15 @@ class PrecisionConfig:
 @dataclass
 class DataConfig:
     name: DataName = DataName.synthetic
-    """Input pipeline. synthetic: one random batch kept on the device, no copy per step."""
+    """synthetic: one random batch kept on the device; imagefolder: torchvision DataLoader; dali: NVIDIA DALI."""
     batch_size: int = 256
     """Images per device per step; the global batch is this times the world size."""
     image_size: int = 224
     """Square input resolution in pixels."""
+    root: Optional[str] = None
+    """imagefolder and dali: an ImageNet-style tree; training reads root/train/<class>/*.JPEG."""
+    num_workers: int = 8
+    """imagefolder: DataLoader worker processes per rank. dali: CPU threads per rank."""
 
 
 @dataclass
@@ -195,6 +201,13 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "bench.steps", "use 1 or more measured steps")
     _positive(cfg, "bench.repeats", "use 1 or more measured windows")
     _positive(cfg, "telemetry.interval_s", "use a positive sampling interval", 0.01)
+    if cfg.data.name != DataName.synthetic:
+        _positive(cfg, "data.num_workers", "use 1 or more workers", 1)
+        if not cfg.data.root:
+            raise ConfigError(
+                f"data.root is not set: data={cfg.data.name.value} needs data.root=/path/to/imagenet "
+                "(with train/<class>/*.JPEG; python -m rn50.fake_imagenet makes one)"
+            )
     if cfg.precision.name == PrecisionName.amp_static:
         _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
     if cfg.mfu.peak_tflops is not None:
