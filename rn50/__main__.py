@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import launch, schema, tracking
+from rn50 import data, launch, schema, tracking
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, RunFailed, reported
 from rn50.sweep import PARENT_ENV
@@ -52,6 +52,9 @@ def benchmark(cfg: DictConfig, parent: Optional[str]) -> dict:
     try:
         schema.validate(cfg)
         cfg.dist.accelerator = launch.resolve_accelerator(cfg)
+        if cfg.data.name != schema.DataName.synthetic:
+            world = cfg.dist.nodes * cfg.dist.gpus_per_node
+            data.count_train_images(cfg.data.root, cfg.data.batch_size * world)
     except ConfigError as exc:
         if parent:  # a sweep point that cannot run is still a row of the report
             run_id = tracking.start_run(cfg, name, tags, parent, params=True)

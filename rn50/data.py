@@ -1,9 +1,20 @@
-"""Input pipelines. synthetic: one random batch made on the device and yielded forever."""
+"""Input pipelines: synthetic (a batch kept on the device), imagefolder (torchvision), dali (rn50/dali.py)."""
 
 import itertools
+import os
+from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
+from PIL import Image
+from torch.utils.data import DataLoader, DistributedSampler
+from torchvision import datasets, transforms
+
+from rn50.errors import ConfigError
+from rn50.schema import DataName, PrecisionName
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 class SyntheticData(pl.LightningDataModule):
@@ -22,3 +33,76 @@ class SyntheticData(pl.LightningDataModule):
             images = images.contiguous(memory_format=torch.channels_last)
         labels = torch.randint(0, self.num_classes, self.shape[:1], generator=gen).to(device)
         return itertools.repeat((images, labels))
+
+
+def load_rgb(path: str) -> Image.Image:
+    """ImageFolder's loader, with the file named when it cannot be decoded."""
+    try:
+        with open(path, "rb") as f:
+            return Image.open(f).convert("RGB")
+    except OSError as exc:
+        raise RuntimeError(f"corrupt image {path}: {exc}") from None
+
+
+class ImageFolderData(pl.LightningDataModule):
+    """torchvision ImageFolder on root/train, decoded by DataLoader workers, one shard per rank."""
+
+    def __init__(self, root: str, batch_size: int, image_size: int, num_workers: int,
+                 channels_last: bool, seed: int):
+        super().__init__()
+        self.root, self.batch_size, self.num_workers = Path(root), batch_size, num_workers
+        self.channels_last, self.seed = channels_last, seed
+        self.transform = transforms.Compose([
+            transforms.RandomResizedCrop(image_size),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ])
+
+    def train_dataloader(self):
+        dataset = datasets.ImageFolder(self.root / "train", self.transform, loader=load_rgb)
+        sampler = DistributedSampler(dataset, num_replicas=self.trainer.world_size,
+                                     rank=self.trainer.global_rank, seed=self.seed, drop_last=True)
+        return DataLoader(dataset, self.batch_size, sampler=sampler, num_workers=self.num_workers,
+                          pin_memory=self.trainer.strategy.root_device.type == "cuda",
+                          persistent_workers=True, drop_last=True)
+
+    def on_after_batch_transfer(self, batch, dataloader_idx):
+        images, labels = batch
+        if self.channels_last:  # on the device, so the copy is a fast device-side one
+            images = images.contiguous(memory_format=torch.channels_last)
+        return images, labels
+
+
+def count_train_images(root: str, global_batch: int) -> int:
+    """Check root/train/<class>/ before any process starts; ConfigError says what is wrong."""
+    train = Path(root) / "train"
+    if not Path(root).is_dir():
+        raise ConfigError(f"data.root={root} does not exist; point it at a tree with train/<class>/*.JPEG")
+    if not train.is_dir():
+        raise ConfigError(f"data.root={root} has no train/ folder; expected train/<class>/*.JPEG")
+    classes = [d for d in os.scandir(train) if d.is_dir()]
+    if not classes:
+        raise ConfigError(f"data.root={root}: train/ has no class folders; expected train/<class>/*.JPEG")
+    images = sum(
+        1 for c in classes for f in os.scandir(c.path)
+        if f.is_file() and f.name.lower().endswith(datasets.folder.IMG_EXTENSIONS)
+    )
+    if images < global_batch:
+        raise ConfigError(
+            f"data.root={root} has {images} training images, fewer than one global batch of "
+            f"{global_batch}; lower data.batch_size or add images"
+        )
+    return images
+
+
+def build(cfg) -> pl.LightningDataModule:
+    d = cfg.data
+    if d.name == DataName.synthetic:
+        return SyntheticData(d.batch_size, d.image_size, cfg.model.num_classes, cfg.model.channels_last, cfg.seed)
+    if d.name == DataName.imagefolder:
+        return ImageFolderData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, cfg.seed)
+    from rn50.dali import DaliData
+
+    fp16 = cfg.precision.name in (PrecisionName.amp, PrecisionName.amp_static)
+    return DaliData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, fp16, cfg.seed)

@@ -70,6 +70,8 @@ def run_local(nprocs: int, worker_args: list) -> None:
         message = failure.message
         if isinstance(message, dict):  # the error file written by the worker's @record
             message = message.get("message", "")
-        message = str(message).strip().splitlines()[0] if str(message).strip() else ""
-        message = message or f"exit code {failure.exitcode}"
+        lines = [line for line in str(message).splitlines() if line.strip()]
+        # A DataLoader worker's error arrives as "Caught X in DataLoader worker ...", traceback, "X: ...".
+        message = (lines[-1] if "in DataLoader worker" in lines[0] else lines[0]) if lines else ""
+        message = message.strip() or f"exit code {failure.exitcode}"
         raise RunFailed(f"rank {rank} failed: {message}", kind=failure_kind(message)) from None

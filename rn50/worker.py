@@ -16,8 +16,7 @@ from pytorch_lightning.profilers import SimpleProfiler
 from pytorch_lightning.strategies import DDPStrategy
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from rn50 import environment, mfu, nvml, precision, timing, tracking
-from rn50.data import SyntheticData
+from rn50 import data, environment, mfu, nvml, precision, timing, tracking
 from rn50.measure import Benchmark
 from rn50.model import ResNetModule
 from rn50.schema import Accelerator, ProfilerName, Rn50Config, dist_name
@@ -122,11 +121,9 @@ def main(argv=None) -> None:
     pl.seed_everything(cfg.seed, verbose=False)
     fused = cfg.optim.fused if cfg.optim.fused is not None else device_type == "cuda"
     model = ResNetModule(cfg.model, cfg.optim, fused)
-    data = SyntheticData(cfg.data.batch_size, cfg.data.image_size, cfg.model.num_classes,
-                         cfg.model.channels_last, cfg.seed)
     bench = Benchmark(cfg.bench, cfg.telemetry, device_type)
     trainer = build_trainer(cfg, device_type, bench, out)
-    trainer.fit(model, datamodule=data)
+    trainer.fit(model, datamodule=data.build(cfg))
     if trainer.is_global_zero:
         log_run(cfg, bench, trainer, device_type, args.run_id, out)
 

@@ -48,3 +48,19 @@ def runs_in(cwd, experiment="rn50"):
     client = MlflowClient(f"sqlite:///{db}")
     exp = client.get_experiment_by_name(experiment)
     return client.search_runs([exp.experiment_id]) if exp else []
+
+
+def make_tree(root, classes=3, per_class=4, size=(80, 60)):
+    """A small ImageFolder tree of real JPEGs: root/train/<class>/*.JPEG and root/val/."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split, count in (("train", per_class), ("val", 1)):
+        for c in range(classes):
+            folder = Path(root) / split / f"n{c:08d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for i in range(count):
+                pixels = rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(folder / f"n{c:08d}_{i}.JPEG", quality=85)
+    return Path(root)

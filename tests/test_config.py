@@ -24,7 +24,14 @@ def test_defaults_match_the_card(compose_cfg):
 
 @pytest.mark.parametrize("group,option", OPTIONS)
 def test_every_option_composes(compose_cfg, group, option):
-    validate(compose_cfg([f"{group}={option}"]))
+    extra = ["data.root=/data/imagenet"] if (group, option) in {("data", "imagefolder"), ("data", "dali")} else []
+    validate(compose_cfg([f"{group}={option}", *extra]))
+
+
+@pytest.mark.parametrize("option", ["imagefolder", "dali"])
+def test_real_data_needs_a_root(compose_cfg, option):
+    with pytest.raises(ConfigError, match=r"data\.root is not set"):
+        validate(compose_cfg([f"data={option}"]))
 
 
 def test_group_lists_are_complete():
@@ -33,6 +40,7 @@ def test_group_lists_are_complete():
     assert names["precision"] == {"fp32", "tf32", "amp", "amp_static", "bf16"}
     assert names["dist"] == {"1n1g", "1n2g", "1n4g", "1n8g", "2n8g", "4n8g"}
     assert names["profiler"] == {"none", "simple"}
+    assert names["data"] == {"synthetic", "imagefolder", "dali"}
 
 
 def test_dist_options_name_their_shape(compose_cfg):

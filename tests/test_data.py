@@ -1,0 +1,92 @@
+"""Real-data pipelines on the CPU: imagefolder and DALI's host path, sharding and bad trees."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from conftest import TINY, make_tree, rn50, runs_in
+from rn50.data import ImageFolderData, count_train_images
+from rn50.errors import ConfigError
+
+REAL = [*TINY, "data.num_workers=1"]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    return make_tree(tmp_path_factory.mktemp("imagenet"))
+
+
+@pytest.mark.parametrize("pipeline", ["imagefolder", "dali"])
+def test_tiny_real_data_run(tmp_path, tree, pipeline):
+    if pipeline == "dali":
+        pytest.importorskip("nvidia.dali")
+    proc = rn50(tmp_path, *REAL, f"data={pipeline}", f"data.root={tree}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = runs_in(tmp_path)
+    assert run.info.status == "FINISHED"
+    assert run.data.metrics["throughput/images_per_sec"] > 0
+    assert 0 <= run.data.metrics["data/wait_pct"] <= 100
+    assert run.data.params["data.name"] == pipeline
+
+
+def test_two_processes_read_disjoint_shards(tree):
+    seen = []
+    for rank in (0, 1):
+        dm = ImageFolderData(str(tree), batch_size=2, image_size=32, num_workers=1, channels_last=True, seed=0)
+        dm.trainer = SimpleNamespace(world_size=2, global_rank=rank,
+                                     strategy=SimpleNamespace(root_device=torch.device("cpu")))
+        loader = dm.train_dataloader()
+        files = {loader.dataset.samples[i][0] for i in loader.sampler}
+        assert len(files) == 6  # 12 images, half each
+        seen.append(files)
+    assert not seen[0] & seen[1]
+
+
+def test_two_process_imagefolder_run(tmp_path, tree):
+    proc = rn50(tmp_path, *REAL, "dist=1n2g", "data=imagefolder", f"data.root={tree}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = runs_in(tmp_path)
+    assert run.data.tags["world_size"] == "2" and run.info.status == "FINISHED"
+
+
+def test_tree_checks(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        count_train_images(str(tmp_path / "nope"), 4)
+    with pytest.raises(ConfigError, match="no train/ folder"):
+        count_train_images(str(tmp_path), 4)
+    (tmp_path / "train").mkdir()
+    with pytest.raises(ConfigError, match="no class folders"):
+        count_train_images(str(tmp_path), 4)
+    make_tree(tmp_path, classes=2, per_class=2)
+    with pytest.raises(ConfigError, match="4 training images, fewer than one global batch of 8"):
+        count_train_images(str(tmp_path), 8)
+    assert count_train_images(str(tmp_path), 4) == 4
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    (["data.root=/nonexistent/imagenet"], "does not exist"),
+    (["data.batch_size=64"], "fewer than one global batch"),
+])
+def test_bad_tree_is_one_line_and_no_run(tmp_path, tree, overrides, expected):
+    proc = rn50(tmp_path, *REAL, "data=imagefolder", f"data.root={tree}", *overrides)
+    assert proc.returncode == 2
+    errors = [l for l in proc.stderr.splitlines() if "error" in l.lower()]
+    assert len(errors) == 1 and expected in errors[0]
+    assert not runs_in(tmp_path)
+
+
+@pytest.mark.parametrize("pipeline", ["imagefolder", "dali"])
+def test_corrupt_jpeg_is_named(tmp_path, pipeline):
+    if pipeline == "dali":
+        pytest.importorskip("nvidia.dali")
+    root = make_tree(tmp_path / "imagenet", classes=1, per_class=4)
+    bad = next((root / "train" / "n00000000").glob("*.JPEG"))
+    bad.write_bytes(bad.read_bytes()[:200])
+    proc = rn50(tmp_path, *REAL, f"data={pipeline}", f"data.root={root}")
+    assert proc.returncode == 1
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("rn50: error:")]
+    assert len(errors) == 1 and bad.name in errors[0], proc.stderr[-2000:]
+    (run,) = runs_in(tmp_path)
+    assert run.info.status == "FAILED" and bad.name in run.data.tags["error"]

@@ -1,0 +1,96 @@
+"""rn50.fake_imagenet: the tree ImageFolder reads, ImageNet-like JPEGs, determinism and the CLI."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from torchvision.datasets import ImageFolder
+
+from rn50.fake_imagenet import make
+
+ROOT = Path(__file__).resolve().parent.parent
+N, M, K = 3, 8, 4  # 36 images: enough for a mean file size, quick on 2 cores
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fake") / "imagenet"
+    return out, make(out, classes=N, train_per_class=M, val_per_class=K, workers=2, seed=0)
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "rn50.fake_imagenet", *map(str, args)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_tree_is_an_image_folder(tree):
+    out, stats = tree
+    assert sorted(p.name for p in out.iterdir()) == ["train", "val"]
+    for split, per_class in (("train", M), ("val", K)):
+        classes = sorted((out / split).iterdir())
+        assert [c.name for c in classes] == [f"n{i:08d}" for i in range(N)]
+        for c in classes:
+            assert len(list(c.glob("*.JPEG"))) == len(list(c.iterdir())) == per_class
+    assert (out / "train/n00000002/n00000002_000007.JPEG").is_file()
+    assert (out / "val/n00000000/ILSVRC2012_val_00000001.JPEG").is_file()
+    train, val = ImageFolder(out / "train"), ImageFolder(out / "val")
+    assert len(train.classes) == len(val.classes) == N
+    assert len(train) == N * M and len(val) == N * K
+    assert stats["train_images"] == N * M and stats["val_images"] == N * K and stats["images"] == N * (M + K)
+
+
+def test_images_look_like_imagenet(tree):
+    out, stats = tree
+    files = sorted(out.glob("*/*/*.JPEG"))
+    sizes = set()
+    for f in files:
+        with Image.open(f) as im:
+            assert im.format == "JPEG" and im.mode == "RGB"
+            assert not im.info.get("progressive")
+            im.load()
+            assert all(200 <= side <= 800 for side in im.size), (f, im.size)
+            sizes.add(im.size)
+    assert len(sizes) > 1  # shapes vary, as ImageNet's do
+    total = sum(f.stat().st_size for f in files)
+    assert total == stats["bytes"]
+    assert 60 * 1024 < total / len(files) < 200 * 1024
+
+
+def test_same_seed_same_bytes(tmp_path):
+    def files(out, workers):
+        make(out, classes=2, train_per_class=2, val_per_class=1, workers=workers, seed=7)
+        return {p.relative_to(out): p.read_bytes() for p in out.rglob("*.JPEG")}
+
+    a, b = files(tmp_path / "a", 1), files(tmp_path / "b", 2)
+    assert len(a) == 6 and a == b
+
+
+def test_cli_writes_tree_and_summary(tmp_path):
+    proc = cli(tmp_path / "out", "--classes", 2, "--train-per-class", 3, "--val-per-class", 1, "--workers", 2)
+    assert proc.returncode == 0, proc.stderr
+    assert len(list((tmp_path / "out").rglob("*.JPEG"))) == 8
+    assert proc.stdout.count("\n") == 1
+    assert "wrote 8 images (6 train, 2 val)" in proc.stdout and "KB" in proc.stdout
+    assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("case", ["not_empty", "classes_0", "train_0"])
+def test_cli_errors_are_one_line(tmp_path, case):
+    out = tmp_path / "out"
+    counts = {"--classes": 2, "--train-per-class": 1, "--val-per-class": 0}
+    if case == "not_empty":
+        out.mkdir()
+        (out / "keep.txt").write_text("mine")
+    else:
+        counts["--classes" if case == "classes_0" else "--train-per-class"] = 0
+    proc = cli(out, *[str(x) for kv in counts.items() for x in kv])
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rn50.fake_imagenet: error:"), proc.stderr
+    if case == "not_empty":
+        assert "choose a new directory or remove it" in lines[0]
+        assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    else:
+        assert not out.exists()
