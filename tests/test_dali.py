@@ -1,0 +1,111 @@
+"""rn50.dali on the CPU path: a tiny ImageFolder tree, a stand-in trainer, no Trainer.fit."""
+
+import importlib
+import itertools
+import random
+import shutil
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+pytest.importorskip("nvidia.dali")
+from PIL import Image  # noqa: E402
+
+from rn50 import dali  # noqa: E402
+from rn50.dali import DaliData, shard_files  # noqa: E402
+from rn50.errors import Rn50Error  # noqa: E402
+
+# Folders made out of order: labels must follow the sorted names, as with torchvision's ImageFolder.
+CLASSES = ["cat", "ant", "bee"]
+COLORS = {"ant": (200, 30, 30), "bee": (30, 200, 30), "cat": (30, 30, 200)}  # label 0, 1, 2
+PER_CLASS, BATCH, SIZE = 8, 5, 32
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """root/train/<class>/*.JPEG: solid images of each class's color, 64-120 px, varied shapes."""
+    root = tmp_path_factory.mktemp("imagenet")
+    rng = random.Random(0)
+    for name in CLASSES:
+        (root / "train" / name).mkdir(parents=True)
+        for i in range(PER_CLASS):
+            size = (rng.randint(64, 120), rng.randint(64, 120))
+            Image.new("RGB", size, COLORS[name]).save(root / "train" / name / f"{name}_{i}.JPEG")
+    return root
+
+
+def data(root, rank=0, world=1, channels_last=True, fp16=False):
+    dm = DaliData(str(root), batch_size=BATCH, image_size=SIZE, num_threads=2,
+                  channels_last=channels_last, fp16=fp16, seed=7)
+    dm.trainer = SimpleNamespace(global_rank=rank, world_size=world,
+                                 strategy=SimpleNamespace(root_device=torch.device("cpu")))
+    return dm
+
+
+def batches(dm, n):
+    return list(itertools.islice(dm.train_dataloader(), n))
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+@pytest.mark.parametrize("fp16", [False, True])
+def test_batches_match_the_model_input(tree, channels_last, fp16):
+    # 24 files in batches of 5: 12 batches run through two epoch ends, every batch full.
+    for images, labels in batches(data(tree, channels_last=channels_last, fp16=fp16), 12):
+        assert images.shape == (BATCH, 3, SIZE, SIZE)
+        assert images.dtype == (torch.float16 if fp16 else torch.float32)
+        fmt = torch.channels_last if channels_last else torch.contiguous_format
+        assert images.is_contiguous(memory_format=fmt)
+        assert labels.dtype == torch.int64 and labels.shape == (BATCH,)
+        assert 0 <= labels.min() and labels.max() < len(CLASSES)
+
+
+def test_images_are_normalized_and_labelled_by_sorted_folder(tree):
+    mean, std = torch.tensor(dali.MEAN), torch.tensor(dali.STD)
+    expected = {label: (torch.tensor(COLORS[name], dtype=torch.float) - mean) / std
+                for label, name in enumerate(sorted(CLASSES))}
+    images, labels = map(torch.cat, zip(*batches(data(tree), 5)))
+    assert images.min() < 0 and images.max() < 5  # normalized, not 0..255
+    assert images.mean().abs() < 1
+    channel_means = images.float().mean(dim=(2, 3))
+    for got, label in zip(channel_means, labels.tolist()):
+        torch.testing.assert_close(got, expected[label], atol=0.15, rtol=0)
+
+
+def test_ranks_read_disjoint_shards_covering_the_files(tree):
+    every = {str(p) for p in (tree / "train").glob("*/*.JPEG")}
+    # Two ranks of 12 files each; 3 batches of 4 are one epoch of a shard.
+    shards = [{f for b in shard_files(str(tree), rank, 2, 7, 4, 3) for f in b} for rank in (0, 1)]
+    assert len(shards[0]) == len(shards[1]) == 12
+    assert not shards[0] & shards[1]
+    assert shards[0] | shards[1] == every
+
+
+@pytest.mark.parametrize("damage", ["truncated_header", "truncated_data", "random_bytes"])
+def test_corrupt_jpeg_error_names_the_file(tree, tmp_path, damage):
+    root = tmp_path / "imagenet"
+    shutil.copytree(tree, root)
+    bad = root / "train" / "bee" / "bee_3.JPEG"
+    noisy = Image.effect_noise((100, 100), 64).convert("RGB")  # enough entropy data to cut into
+    noisy.save(bad)
+    content = bad.read_bytes()
+    cut = {"truncated_header": content[:200], "truncated_data": content[:len(content) // 2],
+           "random_bytes": random.Random(0).randbytes(3000)}
+    bad.write_bytes(cut[damage])
+    with pytest.raises(Rn50Error) as err:
+        batches(data(root), 12)
+    message = str(err.value)
+    assert str(bad) in message and "\n" not in message
+    assert message.count(str(root)) == 1, message  # that file alone
+
+
+def test_missing_dali_is_one_line_naming_the_extras(monkeypatch):
+    monkeypatch.setitem(sys.modules, "nvidia.dali", None)
+    importlib.reload(dali)  # importing the module needs no DALI
+    with pytest.raises(Rn50Error) as err:
+        dali.DaliData("/data", 8, 32, 1, True, False, 0)
+    message = str(err.value)
+    assert "\n" not in message and 'pip install -e ".[dali-cuda130]"' in message
+    assert all(extra in message for extra in ("dali-cuda110", "dali-cuda120", "dali-cuda130"))
+    assert "pick the one matching your CUDA major version" in message
