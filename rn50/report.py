@@ -101,49 +101,42 @@ def markdown(rows: List[Dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plot(rows: List[Dict], out: Path) -> List[Path]:
+def _line_plot(path: Path, lines: Dict[str, list], ideal_to: Optional[int] = None, **axes) -> Path:
+    """One line per label through its (x, y) points, saved as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    done = [r for r in rows if r["status"] == "FINISHED" and r["images_per_sec_median"]]
-    files = []
     fig, ax = plt.subplots(figsize=(6, 4))
-    lines = defaultdict(list)
-    for r in done:
-        lines[f"{r['precision']} {r['nodes']}n{r['gpus'] // r['nodes']}g"].append(
-            (r["batch_per_gpu"], r["images_per_sec_median"]))
+    if ideal_to:
+        ax.plot([1, ideal_to], [1, ideal_to], "k--", label="ideal")
     for label, points in sorted(lines.items()):
         xs, ys = zip(*sorted(points))
         ax.plot(xs, ys, marker="o", label=label)
-    ax.set(xlabel="batch size per GPU", ylabel="images/sec", title="Throughput against batch size")
-    ax.set_xscale("log", base=2)
+    ax.set(**axes)
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
-    files.append(out / "throughput_vs_batch.png")
     fig.tight_layout()
-    fig.savefig(files[-1], dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
+    return path
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    lines = defaultdict(list)
+
+def _plot(rows: List[Dict], out: Path) -> List[Path]:
+    done = [r for r in rows if r["status"] == "FINISHED" and r["images_per_sec_median"]]
+    by_batch, by_gpus = defaultdict(list), defaultdict(list)
     for r in done:
+        by_batch[f"{r['precision']} {r['nodes']}n{r['gpus'] // r['nodes']}g"].append(
+            (r["batch_per_gpu"], r["images_per_sec_median"]))
         if r["speedup"] is not None:
-            lines[f"{r['precision']} bs{r['batch_per_gpu']}"].append((r["gpus"], r["speedup"]))
-    most = max([r["gpus"] for r in done] or [1])
-    ax.plot([1, most], [1, most], "k--", label="ideal")
-    for label, points in sorted(lines.items()):
-        xs, ys = zip(*sorted(points))
-        ax.plot(xs, ys, marker="o", label=label)
-    ax.set(xlabel="GPUs", ylabel="speedup over 1n1g", title="Scaling")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    files.append(out / "speedup_vs_gpus.png")
-    fig.tight_layout()
-    fig.savefig(files[-1], dpi=120)
-    plt.close(fig)
-    return files
+            by_gpus[f"{r['precision']} bs{r['batch_per_gpu']}"].append((r["gpus"], r["speedup"]))
+    return [
+        _line_plot(out / "throughput_vs_batch.png", by_batch, xscale="log", xlabel="batch size per GPU",
+                   ylabel="images/sec", title="Throughput against batch size"),
+        _line_plot(out / "speedup_vs_gpus.png", by_gpus, ideal_to=max([r["gpus"] for r in done] or [1]),
+                   xlabel="GPUs", ylabel="speedup over 1n1g", title="Scaling"),
+    ]
 
 
 def write(rows: List[Dict], out: Path) -> List[Path]:
