@@ -6,6 +6,7 @@ run out of memory or are interrupted is still closed with the right status.
 In a --multirun each job is a child of the sweep's run (rn50/sweep.py).
 """
 
+import importlib.util
 import json
 import logging
 import os
@@ -19,9 +20,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from rn50 import data, launch, schema, tracking
+from rn50.dali import MISSING as MISSING_DALI
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, RunFailed, reported
-from rn50.sweep import PARENT_ENV
+from rn50.sweep import PARENT_ENV, URI_ENV
 
 log = logging.getLogger("rn50")
 
@@ -52,6 +54,8 @@ def benchmark(cfg: DictConfig, parent: Optional[str]) -> dict:
     try:
         schema.validate(cfg)
         cfg.dist.accelerator = launch.resolve_accelerator(cfg)
+        if cfg.data.name == schema.DataName.dali and importlib.util.find_spec("nvidia.dali") is None:
+            raise ConfigError(MISSING_DALI)
         if cfg.data.name != schema.DataName.synthetic:
             world = cfg.dist.nodes * cfg.dist.gpus_per_node
             data.count_train_images(cfg.data.root, cfg.data.batch_size * world)
@@ -64,8 +68,8 @@ def benchmark(cfg: DictConfig, parent: Optional[str]) -> dict:
     config_file = out / "resolved_config.yaml"
     config_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
     run_id = tracking.start_run(cfg, name, tags, parent)
-    tracking.log_results(uri, run_id, {}, artifacts=[str(config_file)])
     try:
+        tracking.log_results(uri, run_id, {}, artifacts=[str(config_file)])
         launch.run_local(cfg.dist.gpus_per_node, [str(config_file), "--run-id", run_id, "--out", str(out)])
     except RunFailed as exc:
         tracking.end_run(uri, run_id, ok=False, tags={"failure": exc.kind, "error": str(exc)[:500]})
@@ -87,8 +91,15 @@ def benchmark(cfg: DictConfig, parent: Optional[str]) -> dict:
 def main() -> None:
     # Let errors reach `reported`, which prints one line, instead of Hydra's multi-line printer.
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    with reported():
-        run()
+    try:
+        with reported():
+            run()
+    except BaseException as exc:
+        # A sweep stopped before its end (a job that does not compose, Ctrl-C) closes its parent run.
+        parent = os.environ.pop(PARENT_ENV, None)
+        if parent and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+            tracking.end_run(os.environ[URI_ENV], parent, ok=False, killed=isinstance(exc, KeyboardInterrupt))
+        raise
 
 
 if __name__ == "__main__":

@@ -81,13 +81,16 @@ def count_train_images(root: str, global_batch: int) -> int:
         raise ConfigError(f"data.root={root} does not exist; point it at a tree with train/<class>/*.JPEG")
     if not train.is_dir():
         raise ConfigError(f"data.root={root} has no train/ folder; expected train/<class>/*.JPEG")
-    classes = [d for d in os.scandir(train) if d.is_dir()]
+    classes = sorted(d.path for d in os.scandir(train) if d.is_dir())
     if not classes:
         raise ConfigError(f"data.root={root}: train/ has no class folders; expected train/<class>/*.JPEG")
-    images = sum(
-        1 for c in classes for f in os.scandir(c.path)
-        if f.is_file() and f.name.lower().endswith(datasets.folder.IMG_EXTENSIONS)
-    )
+    images = 0
+    for folder in classes:  # ImageFolder looks into subfolders too, and refuses an empty class
+        found = sum(1 for _, _, files in os.walk(folder) for f in files
+                    if f.lower().endswith(datasets.folder.IMG_EXTENSIONS))
+        if not found:
+            raise ConfigError(f"data.root={root}: class folder {folder} has no images")
+        images += found
     if images < global_batch:
         raise ConfigError(
             f"data.root={root} has {images} training images, fewer than one global batch of "

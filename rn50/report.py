@@ -3,9 +3,9 @@
     python -m rn50.report --parent-run-id ID
     python -m rn50.report --experiment rn50 --filter "tags.gpu_model = 'NVIDIA H200'"
 
-Speedup is against the median images/sec of the finished 1n1g runs with the
-same model, precision, batch per GPU and image size; scaling efficiency is
-speedup over the GPU count.
+Speedup is against the median images/sec of the finished, unprofiled 1n1g runs
+whose config is the same but for dist, profiler, telemetry, cluster and mlflow
+keys; scaling efficiency is speedup over the GPU count.
 """
 
 import argparse
@@ -20,8 +20,10 @@ from rn50 import tracking
 from rn50.errors import Rn50Error, reported
 
 ROLE_TAG = "rn50.role"
+# Keys that may differ between a point and its 1n1g reference.
+NOT_SETUP = ("dist.", "profiler.", "telemetry.", "cluster.", "mlflow.")
 COLUMNS = [
-    ("nodes", "nodes"), ("gpus", "GPUs"), ("precision", "precision"), ("batch_per_gpu", "batch/GPU"),
+    ("model", "model"), ("nodes", "nodes"), ("gpus", "GPUs"), ("precision", "precision"), ("batch_per_gpu", "batch/GPU"),
     ("images_per_sec_median", "images/sec median"), ("images_per_sec_mean", "images/sec mean"),
     ("speedup", "speedup"), ("scaling_efficiency_pct", "scaling eff. %"),
     ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"), ("mfu_pct", "MFU %"),
@@ -34,10 +36,12 @@ def _row(run) -> Dict:
     nodes, per_node = int(p.get("dist.nodes", 1)), int(p.get("dist.gpus_per_node", 1))
     status = run.info.status
     failure = t.get("failure", "")
+    model = p.get("model.arch", "?") + (" compiled" if p.get("model.compile") == "True" else "")
     return {
         "run_id": run.info.run_id,
         "point": t.get("mlflow.runName", run.info.run_id),
-        "model": p.get("model.arch"), "image_size": p.get("data.image_size"), "data": p.get("data.name"),
+        "setup": ";".join(f"{k}={v}" for k, v in sorted(p.items()) if not k.startswith(NOT_SETUP)),
+        "model": model, "image_size": p.get("data.image_size"), "data": p.get("data.name"),
         "nodes": nodes, "gpus": nodes * per_node, "precision": p.get("precision.name"),
         "batch_per_gpu": int(p.get("data.batch_size", 0)),
         "images_per_sec_median": m.get("throughput/images_per_sec"),
@@ -54,7 +58,7 @@ def _row(run) -> Dict:
 
 def add_scaling(rows: List[Dict]) -> List[Dict]:
     def key(r):
-        return (r["model"], r["precision"], r["batch_per_gpu"], r["image_size"], r["data"])
+        return r["setup"]
 
     base: Dict[tuple, List[float]] = defaultdict(list)
     for r in rows:
@@ -73,7 +77,14 @@ def add_scaling(rows: List[Dict]) -> List[Dict]:
 def collect(uri: str, parent_run_id: Optional[str] = None, experiment: Optional[str] = None,
             filter_string: str = "") -> List[Dict]:
     """One row per benchmark run: the children of a sweep, or an experiment's runs."""
-    client = tracking.MlflowClient(uri)
+    try:
+        return _collect(tracking.MlflowClient(uri), uri, parent_run_id, experiment, filter_string)
+    except tracking.MlflowException as exc:
+        which = f"--parent-run-id {parent_run_id}" if parent_run_id else f"--filter {filter_string!r}"
+        raise Rn50Error(f"{which}: {str(exc).splitlines()[0]}") from None
+
+
+def _collect(client, uri, parent_run_id, experiment, filter_string) -> List[Dict]:
     if parent_run_id:
         exp_ids = [client.get_run(parent_run_id).info.experiment_id]
         clause = f"tags.`{tracking.PARENT_TAG}` = '{parent_run_id}'"
@@ -85,7 +96,7 @@ def collect(uri: str, parent_run_id: Optional[str] = None, experiment: Optional[
         exp_ids = [found.experiment_id]
     runs = tracking.search_runs(client, exp_ids, filter_string)
     rows = [_row(r) for r in runs if r.data.tags.get(ROLE_TAG) != "sweep"]
-    rows.sort(key=lambda r: (r["precision"] or "", r["batch_per_gpu"], r["gpus"], r["start_time"]))
+    rows.sort(key=lambda r: (r["model"], r["precision"] or "", r["batch_per_gpu"], r["gpus"], r["start_time"]))
     return add_scaling(rows)
 
 
@@ -127,10 +138,10 @@ def _plot(rows: List[Dict], out: Path) -> List[Path]:
     done = [r for r in rows if r["status"] == "FINISHED" and r["images_per_sec_median"]]
     by_batch, by_gpus = defaultdict(list), defaultdict(list)
     for r in done:
-        by_batch[f"{r['precision']} {r['nodes']}n{r['gpus'] // r['nodes']}g"].append(
+        by_batch[f"{r['model']} {r['precision']} {r['nodes']}n{r['gpus'] // r['nodes']}g"].append(
             (r["batch_per_gpu"], r["images_per_sec_median"]))
         if r["speedup"] is not None:
-            by_gpus[f"{r['precision']} bs{r['batch_per_gpu']}"].append((r["gpus"], r["speedup"]))
+            by_gpus[f"{r['model']} {r['precision']} bs{r['batch_per_gpu']}"].append((r["gpus"], r["speedup"]))
     return [
         _line_plot(out / "throughput_vs_batch.png", by_batch, xscale="log", xlabel="batch size per GPU",
                    ylabel="images/sec", title="Throughput against batch size"),
@@ -163,6 +174,9 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default="report", help="directory for the report files")
     args = parser.parse_args(argv)
     with reported("rn50.report"):
+        db = args.tracking_uri.removeprefix("sqlite:///")
+        if db != args.tracking_uri and not Path(db).is_file():
+            raise Rn50Error(f"--tracking-uri {args.tracking_uri}: no such file; run where the runs were recorded")
         tracking.check_reachable(args.tracking_uri)
         rows = collect(args.tracking_uri, args.parent_run_id, args.experiment, args.filter)
         if not rows:

@@ -208,6 +208,9 @@ def validate(cfg: DictConfig) -> DictConfig:
                 f"data.root is not set: data={cfg.data.name.value} needs data.root=/path/to/imagenet "
                 "(with train/<class>/*.JPEG; python -m rn50.fake_imagenet makes one)"
             )
+    _positive(cfg, "optim.lr", "use a learning rate above 0", 1e-12)
+    _positive(cfg, "optim.momentum", "use a momentum of 0 or more", 0)
+    _positive(cfg, "optim.weight_decay", "use a weight decay of 0 or more", 0)
     if cfg.precision.name == PrecisionName.amp_static:
         _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
     if cfg.mfu.peak_tflops is not None:

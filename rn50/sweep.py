@@ -18,6 +18,7 @@ from rn50 import report, tracking
 from rn50.errors import reported
 
 PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
+URI_ENV = "RN50_SWEEP_TRACKING_URI"
 log = logging.getLogger("rn50")
 
 
@@ -36,16 +37,20 @@ class SweepCallback(Callback):
             "sweep.dir": str(Path(config.hydra.sweep.dir).resolve()),
             "command": f"python -m rn50 --multirun {overrides}",
         }
+        os.environ[URI_ENV] = uri
         os.environ[PARENT_ENV] = tracking.start_run(config, f"sweep {started}", tags, params=False)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         parent = os.environ.pop(PARENT_ENV)
         uri = config.mlflow.tracking_uri
-        rows = report.collect(uri, parent_run_id=parent)
-        files = report.write(rows, Path(config.hydra.sweep.dir))
-        tracking.log_results(uri, parent, {}, artifacts=map(str, files))
-        failed = [r for r in rows if r["status"] != "FINISHED"]
-        tracking.end_run(uri, parent, ok=not failed)
+        failed = ["the report"]  # until it is written
+        try:
+            rows = report.collect(uri, parent_run_id=parent)
+            files = report.write(rows, Path(config.hydra.sweep.dir))
+            tracking.log_results(uri, parent, {}, artifacts=map(str, files))
+            failed = [r for r in rows if r["status"] != "FINISHED"]
+        finally:
+            tracking.end_run(uri, parent, ok=not failed)
         log.info("sweep report: %s", files[0])
         print(report.markdown(rows))
         if failed:

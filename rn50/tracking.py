@@ -15,6 +15,7 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 
 from mlflow.entities import Metric, Param, RunStatus, RunTag  # noqa: E402
+from mlflow.exceptions import MlflowException  # noqa: E402,F401  (for callers)
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 PARENT_TAG = "mlflow.parentRunId"

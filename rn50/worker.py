@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytorch_lightning as pl
+import torch
 from omegaconf import OmegaConf
 from pytorch_lightning.profilers import SimpleProfiler
 from pytorch_lightning.strategies import DDPStrategy
@@ -126,6 +127,11 @@ def main(argv=None) -> None:
     trainer.fit(model, datamodule=data.build(cfg))
     if trainer.is_global_zero:
         log_run(cfg, bench, trainer, device_type, args.run_id, out)
+    if torch.distributed.is_initialized():
+        # Leave together and tear the process group down: a rank exiting with its
+        # communicator threads alive can abort (SIGABRT) and fail a finished run.
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

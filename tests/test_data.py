@@ -59,6 +59,10 @@ def test_tree_checks(tmp_path):
     (tmp_path / "train").mkdir()
     with pytest.raises(ConfigError, match="no class folders"):
         count_train_images(str(tmp_path), 4)
+    (tmp_path / "train" / "empty").mkdir()
+    with pytest.raises(ConfigError, match="class folder .*empty has no images"):
+        count_train_images(str(tmp_path), 4)
+    (tmp_path / "train" / "empty").rmdir()
     make_tree(tmp_path, classes=2, per_class=2)
     with pytest.raises(ConfigError, match="4 training images, fewer than one global batch of 8"):
         count_train_images(str(tmp_path), 8)

@@ -4,8 +4,8 @@ import csv
 import json
 from pathlib import Path
 
-from conftest import TINY, rn50, runs_in
-from rn50.tracking import PARENT_TAG
+from conftest import TINY, make_tree, rn50, runs_in
+from rn50.tracking import PARENT_TAG, MlflowClient
 
 TINY_NO_BATCH = [a for a in TINY if not a.startswith("data.batch_size")]
 
@@ -58,18 +58,45 @@ def test_dist_sweep_runs_the_right_processes_once(tmp_path):
 
 
 def test_failed_points_do_not_stop_the_sweep(tmp_path):
-    # A batch no allocator can hold (a real out-of-memory) and an invalid learning rate.
-    proc = rn50(tmp_path, "--multirun", *TINY_NO_BATCH, "data.batch_size=2,100000000", "optim.lr=0.1,-1")
+    # Real failures: a batch no allocator holds (oom), a corrupt JPEG (error), and a batch
+    # larger than the data set (config, found before the job starts).
+    root = make_tree(tmp_path / "imagenet", classes=1, per_class=4)
+    bad = next((root / "train" / "n00000000").glob("*.JPEG"))
+    bad.write_bytes(bad.read_bytes()[:200])
+    proc = rn50(tmp_path, "--multirun", *TINY_NO_BATCH, "data.num_workers=1", f"data.root={root}",
+                "data=synthetic,imagefolder", "data.batch_size=2,100000000")
     assert proc.returncode == 1
     assert "rn50: error: 3 of 4 sweep points failed" in proc.stderr
     parent, children = split(tmp_path)
     assert parent.info.status == "FAILED"
-    by_point = {(c.data.params["data.batch_size"], c.data.params["optim.lr"]): c for c in children}
-    assert by_point[("2", "0.1")].info.status == "FINISHED"
-    oom = by_point[("100000000", "0.1")]
-    assert oom.info.status == "FAILED" and oom.data.tags["failure"] == "oom"
-    other = by_point[("2", "-1.0")]
-    assert other.info.status == "FAILED" and other.data.tags["failure"] == "error"
-    assert "Invalid learning rate" in other.data.tags["error"]
+    by_point = {(c.data.params["data.name"], c.data.params["data.batch_size"]): c for c in children}
+    assert by_point[("synthetic", "2")].info.status == "FINISHED"
+    failures = {k: (c.info.status, c.data.tags.get("failure")) for k, c in by_point.items()}
+    assert failures[("synthetic", "100000000")] == ("FAILED", "oom")
+    assert failures[("imagefolder", "2")] == ("FAILED", "error")
+    assert failures[("imagefolder", "100000000")] == ("FAILED", "config")
+    assert bad.name in by_point[("imagefolder", "2")].data.tags["error"]
     rows = list(csv.DictReader(open(Path(parent.data.tags["sweep.dir"]) / "sweep_report.csv")))
-    assert sorted(r["status"] for r in rows) == ["FAILED (error)", "FAILED (error)", "FAILED (oom)", "FINISHED"]
+    assert sorted(r["status"] for r in rows) == ["FAILED (config)", "FAILED (error)", "FAILED (oom)", "FINISHED"]
+
+
+def test_a_sweep_stopped_early_closes_its_parent(tmp_path):
+    proc = rn50(tmp_path, "--multirun", *TINY_NO_BATCH, "data.batch_size=abc,2")
+    assert proc.returncode != 0
+    assert [l for l in proc.stderr.splitlines() if l.startswith("rn50: error:")]
+    (parent,) = runs_in(tmp_path)
+    assert parent.info.status == "FAILED"
+
+
+def test_report_errors_are_one_line(tmp_path):
+    proc = rn50(tmp_path, "--parent-run-id", "nosuch", module="rn50.report")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["rn50.report: error: --tracking-uri sqlite:///mlflow.db: "
+                                                "no such file; run where the runs were recorded"]
+    assert not (tmp_path / "mlflow.db").exists()
+    MlflowClient(f"sqlite:///{tmp_path}/m.db").search_experiments()  # an empty store
+    proc = rn50(tmp_path, "--parent-run-id", "nosuch", "--tracking-uri", f"sqlite:///{tmp_path}/m.db",
+                module="rn50.report")
+    errors = [l for l in proc.stderr.splitlines() if "error" in l.lower()]
+    assert proc.returncode == 2 and len(errors) == 1
+    assert errors[0].startswith("rn50.report: error: --parent-run-id nosuch")
