@@ -1,0 +1,57 @@
+"""launchers/mlflow_server.sh starts a real server that rn50 runs log to over http."""
+
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, TINY, rn50
+from rn50.tracking import MlflowClient
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    port = free_port()
+    env = {**os.environ, "PATH": f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"}
+    proc = subprocess.Popen(
+        [str(ROOT / "launchers" / "mlflow_server.sh"), "--port", str(port),
+         "--backend", f"sqlite:///{tmp_path}/server.db", "--artifacts", str(tmp_path / "artifacts")],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(uri + "/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(1)
+    else:
+        os.killpg(proc.pid, 9)
+        pytest.fail("mlflow server did not answer /health within 120 s")
+    yield uri, tmp_path
+    os.killpg(proc.pid, 15)
+    proc.wait(timeout=30)
+
+
+def test_run_logs_to_a_tracking_server(server, tmp_path_factory):
+    uri, server_dir = server
+    cwd = tmp_path_factory.mktemp("launch")
+    proc = rn50(cwd, *TINY, f"mlflow.tracking_uri={uri}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("rn50").experiment_id])
+    assert run.info.status == "FINISHED" and run.data.metrics["throughput/images_per_sec"] > 0
+    assert {"summary.json", "step_times.csv"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert any((server_dir / "artifacts").rglob("summary.json"))  # uploaded through the server
+    assert not (cwd / "mlflow.db").exists()
