@@ -6,7 +6,6 @@ run out of memory or are interrupted is still closed with the right status.
 In a --multirun each job is a child of the sweep's run (rn50/sweep.py).
 """
 
-import importlib.util
 import json
 import logging
 import os
@@ -19,8 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import data, launch, schema, tracking
-from rn50.dali import MISSING as MISSING_DALI
+from rn50 import launch, schema, tracking
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, RunFailed, reported
 from rn50.sweep import PARENT_ENV, URI_ENV
@@ -52,16 +50,10 @@ def benchmark(cfg: DictConfig, parent: Optional[str]) -> dict:
     uri = cfg.mlflow.tracking_uri
     tracking.check_reachable(uri)
     try:
-        schema.validate(cfg)
-        cfg.dist.accelerator = launch.resolve_accelerator(cfg)
-        if cfg.data.name == schema.DataName.dali and importlib.util.find_spec("nvidia.dali") is None:
-            raise ConfigError(MISSING_DALI)
-        if cfg.data.name != schema.DataName.synthetic:
-            world = cfg.dist.nodes * cfg.dist.gpus_per_node
-            data.count_train_images(cfg.data.root, cfg.data.batch_size * world)
+        launch.preflight(cfg)
     except ConfigError as exc:
         if parent:  # a sweep point that cannot run is still a row of the report
-            run_id = tracking.start_run(cfg, name, tags, parent, params=True)
+            run_id = tracking.start_run(cfg, name, tags, parent)
             tracking.end_run(uri, run_id, ok=False, tags={"failure": "config", "error": str(exc)})
         raise
 

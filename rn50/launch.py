@@ -5,6 +5,7 @@ instead of re-launching the script itself. That keeps Lightning's DDP launcher
 out of Hydra multiruns, where it would re-run the whole sweep in every rank.
 """
 
+import importlib.util
 import logging
 import sys
 import uuid
@@ -12,7 +13,9 @@ import torch
 from omegaconf import DictConfig
 
 from rn50.errors import ConfigError, RunFailed
-from rn50.schema import Accelerator, dist_name
+from rn50 import data, schema
+from rn50.dali import MISSING as MISSING_DALI
+from rn50.schema import Accelerator, DataName, dist_name
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,17 @@ def resolve_accelerator(cfg: DictConfig) -> Accelerator:
 
 
 OOM_SIGNS = ("outofmemoryerror", "out of memory", "can't allocate memory", "cannot allocate memory")
+
+
+def preflight(cfg: DictConfig) -> None:
+    """Everything that can be wrong before a process starts; sets the resolved accelerator."""
+    schema.validate(cfg)
+    cfg.dist.accelerator = resolve_accelerator(cfg)
+    if cfg.data.name == DataName.dali and importlib.util.find_spec("nvidia.dali") is None:
+        raise ConfigError(MISSING_DALI)
+    if cfg.data.name != DataName.synthetic:
+        world = cfg.dist.nodes * cfg.dist.gpus_per_node
+        data.count_train_images(cfg.data.root, cfg.data.batch_size * world)
 
 
 def failure_kind(message: str) -> str:
