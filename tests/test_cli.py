@@ -18,7 +18,7 @@ def only_run(cwd):
 
 
 def test_tiny_run_is_recorded(tmp_path):
-    proc = rn50(tmp_path, *TINY)
+    proc = rn50(tmp_path, *TINY, fresh_store=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = only_run(tmp_path)
     assert run.info.status == "FINISHED"

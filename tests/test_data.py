@@ -44,13 +44,6 @@ def test_two_processes_read_disjoint_shards(tree):
     assert not seen[0] & seen[1]
 
 
-def test_two_process_imagefolder_run(tmp_path, tree):
-    proc = rn50(tmp_path, *REAL, "dist=1n2g", "data=imagefolder", f"data.root={tree}")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (run,) = runs_in(tmp_path)
-    assert run.data.tags["world_size"] == "2" and run.info.status == "FINISHED"
-
-
 def test_tree_checks(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         count_train_images(str(tmp_path / "nope"), 4)
@@ -81,10 +74,10 @@ def test_bad_tree_is_one_line_and_no_run(tmp_path, tree, overrides, expected):
     assert not runs_in(tmp_path)
 
 
-@pytest.mark.parametrize("pipeline", ["imagefolder", "dali"])
+# imagefolder's corrupt-file path is checked in tests/test_sweep.py's failure sweep.
+@pytest.mark.parametrize("pipeline", ["dali"])
 def test_corrupt_jpeg_is_named(tmp_path, pipeline):
-    if pipeline == "dali":
-        pytest.importorskip("nvidia.dali")
+    pytest.importorskip("nvidia.dali")
     root = make_tree(tmp_path / "imagenet", classes=1, per_class=4)
     bad = next((root / "train" / "n00000000").glob("*.JPEG"))
     bad.write_bytes(bad.read_bytes()[:200])

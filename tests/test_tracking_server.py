@@ -47,7 +47,7 @@ def server(tmp_path):
 def test_run_logs_to_a_tracking_server(server, tmp_path_factory):
     uri, server_dir = server
     cwd = tmp_path_factory.mktemp("launch")
-    proc = rn50(cwd, *TINY, f"mlflow.tracking_uri={uri}")
+    proc = rn50(cwd, *TINY, f"mlflow.tracking_uri={uri}", fresh_store=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     client = MlflowClient(uri)
     (run,) = client.search_runs([client.get_experiment_by_name("rn50").experiment_id])
