@@ -12,10 +12,12 @@ import os
 
 import pytorch_lightning as pl
 
+from rn50.data import IMAGENET_MEAN, IMAGENET_STD, load_rgb
 from rn50.errors import Rn50Error
 
-MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
-STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+# DALI normalizes 0..255 pixels; torchvision's constants are for 0..1.
+MEAN = [255 * m for m in IMAGENET_MEAN]
+STD = [255 * s for s in IMAGENET_STD]
 MISSING = ('data=dali needs NVIDIA DALI: pip install -e ".[dali-cuda130]" (extras dali-cuda110, '
            'dali-cuda120, dali-cuda130: pick the one matching your CUDA major version)')
 
@@ -130,11 +132,8 @@ class DaliData(pl.LightningDataModule):
 
 
 def _decodes(path: str) -> bool:
-    from PIL import Image
-
     try:
-        with Image.open(path) as img:
-            img.load()
+        load_rgb(path)
         return True
     except Exception:
         return False
