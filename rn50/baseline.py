@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from rn50.model import build_network
+from rn50.model import build_network, build_optimizer
 from rn50.precision import StaticGradScaler, set_math_mode
 from rn50.schema import OptimConfig, PrecisionName
 
@@ -54,9 +54,7 @@ def main(argv=None) -> dict:
             net, device_ids=[device.index] if device.type == "cuda" else None,
             gradient_as_bucket_view=True)
     model = torch.compile(model) if args.compile else model
-    optim = OptimConfig()
-    opt = torch.optim.SGD(net.parameters(), lr=optim.lr, momentum=optim.momentum,
-                          weight_decay=optim.weight_decay, fused=device.type == "cuda")
+    opt = build_optimizer(net.parameters(), OptimConfig(), fused=device.type == "cuda")
     dtype = AUTOCAST.get(args.precision)
     scaler = None
     if args.precision == "amp":

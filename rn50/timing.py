@@ -132,8 +132,7 @@ def slowest(per_rank: Sequence[Sequence[Window]]) -> List[Window]:
 
 def summarize(windows: Sequence[Window], batch_size: int, world_size: int) -> Dict[str, float]:
     """Throughput and step-time metrics, named with their units."""
-    global_batch = batch_size * world_size
-    per_window = [global_batch * len(w.step_ms) / w.seconds for w in windows]
+    per_window = window_images_per_sec(windows, batch_size, world_size)
     steps_ms = [ms for w in windows for ms in w.step_ms]
     median = statistics.median(per_window)
     return {
