@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from rn50 import launch, schema, tracking
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, RunFailed, reported
+from rn50.schema import ClusterName
 from rn50.sweep import PARENT_ENV, URI_ENV
 
 log = logging.getLogger("rn50")
@@ -34,35 +35,38 @@ def run(cfg: DictConfig) -> Optional[dict]:
         return benchmark(cfg, parent=os.environ.get(PARENT_ENV))
 
 
-def benchmark(cfg: DictConfig, parent: Optional[str]) -> dict:
+def benchmark(cfg: DictConfig, parent: Optional[str]) -> Optional[dict]:
     hydra_cfg = HydraConfig.get()
     out = Path(hydra_cfg.runtime.output_dir)
-    name = (f"{cfg.model.arch.value}-{cfg.precision.name.value}-{schema.dist_name(cfg)}"
-            f"-bs{cfg.data.batch_size}")
-    commit = git_commit()
-    tags = {
-        "command": " ".join(["python -m rn50", *hydra_cfg.overrides.task]),
-        "launch_host": socket.gethostname(),
-        "output_dir": str(out),
-        "dist": schema.dist_name(cfg),
-        **({"git_commit": commit, "mlflow.source.git.commit": commit} if commit else {}),
-    }
+    name = schema.run_name(cfg)
+    if cfg.dry_run:
+        launch.preflight(cfg, here=cfg.cluster.name == ClusterName.local)
+        print(launch.plan(cfg, hydra_cfg.overrides.task))
+        return None
+    rank = launch.process_rank(cfg)
     uri = cfg.mlflow.tracking_uri
-    tracking.check_reachable(uri)
+    if rank == 0:
+        tracking.check_reachable(uri)
     try:
         launch.preflight(cfg)
     except ConfigError as exc:
-        if parent:  # a sweep point that cannot run is still a row of the report
-            run_id = tracking.start_run(cfg, name, tags, parent)
+        if parent and rank == 0:  # a sweep point that cannot run is still a row of the report
+            run_id = tracking.start_run(cfg, name, run_tags(cfg, out), parent)
             tracking.end_run(uri, run_id, ok=False, tags={"failure": "config", "error": str(exc)})
         raise
+    if rank != 0:  # a torchrun or SLURM rank other than 0: rank 0 records the run
+        launch.run_here(cfg, None, out)
+        return None
 
     config_file = out / "resolved_config.yaml"
     config_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    run_id = tracking.start_run(cfg, name, tags, parent)
+    run_id = tracking.start_run(cfg, name, run_tags(cfg, out), parent)
     try:
         tracking.log_results(uri, run_id, {}, artifacts=[str(config_file)])
-        launch.run_local(cfg.dist.gpus_per_node, [str(config_file), "--run-id", run_id, "--out", str(out)])
+        if cfg.cluster.name == ClusterName.local:
+            launch.run_local(cfg.dist.gpus_per_node, [str(config_file), "--run-id", run_id, "--out", str(out)])
+        else:
+            launch.run_here(cfg, run_id, out)
     except RunFailed as exc:
         tracking.end_run(uri, run_id, ok=False, tags={"failure": exc.kind, "error": str(exc)[:500]})
         raise
@@ -78,6 +82,21 @@ def benchmark(cfg: DictConfig, parent: Optional[str]) -> dict:
         summary["step_time/median_ms"], run_id,
     )
     return summary
+
+
+def run_tags(cfg: DictConfig, out: Path) -> dict:
+    commit = git_commit()
+    overrides = HydraConfig.get().overrides.task
+    return {
+        "command": " ".join(["python -m rn50", *overrides]),
+        "launch_host": socket.gethostname(),
+        "output_dir": str(out),
+        "dist": schema.dist_name(cfg),
+        "cluster": cfg.cluster.name.value,
+        # Lets the submitting host find a job's run when SLURM kills the job (rn50/slurm.py).
+        **({"slurm_job_id": os.environ["SLURM_JOB_ID"]} if "SLURM_JOB_ID" in os.environ else {}),
+        **({"git_commit": commit, "mlflow.source.git.commit": commit} if commit else {}),
+    }
 
 
 def main() -> None:

@@ -1,12 +1,18 @@
-"""Starting a run's processes: one per device on this host, under torch's elastic agent.
+"""Where a run's processes come from, and the checks made before any of them starts.
 
-The agent gives each process the torchrun environment, which Lightning picks up
-instead of re-launching the script itself. That keeps Lightning's DDP launcher
-out of Hydra multiruns, where it would re-run the whole sweep in every rank.
+cluster=local: one process per device on this host, under torch's elastic agent. The
+agent gives each process the torchrun environment, which Lightning picks up instead
+of re-launching the script itself. That keeps Lightning's DDP launcher out of Hydra
+multiruns, where it would re-run the whole sweep in every rank.
+
+cluster=torchrun and cluster=slurm: torchrun or SLURM started this process as one
+rank of the run, so it runs the worker itself (`run_here`).
 """
 
 import importlib.util
 import logging
+import os
+import shlex
 import sys
 import uuid
 import torch
@@ -15,21 +21,31 @@ from omegaconf import DictConfig
 from rn50.errors import ConfigError, RunFailed
 from rn50 import data, schema
 from rn50.dali import MISSING as MISSING_DALI
-from rn50.schema import Accelerator, DataName, dist_name
+from rn50.schema import Accelerator, ClusterName, DataName, dist_name
 
 log = logging.getLogger(__name__)
 
 
-def resolve_accelerator(cfg: DictConfig) -> Accelerator:
-    """gpu or cpu for this host, or a ConfigError saying which dist option would fit."""
+# The variables that say which rank a process is and how many there are.
+RANK_ENV = {ClusterName.torchrun: ("RANK", "WORLD_SIZE"), ClusterName.slurm: ("SLURM_PROCID", "SLURM_NTASKS")}
+
+
+def resolve_accelerator(cfg: DictConfig, here: bool = True) -> Accelerator:
+    """gpu or cpu, or a ConfigError saying which dist option would fit.
+
+    here=False is for processes that will run on other hosts (a SLURM submission, printed
+    torchrun commands): their GPUs cannot be counted from this one, so auto means gpu.
+    """
     name, per_node = dist_name(cfg), cfg.dist.gpus_per_node
-    if cfg.dist.nodes > 1:
+    if cfg.dist.nodes > 1 and cfg.cluster.name == ClusterName.local:
         raise ConfigError(
-            f"dist={name} needs {cfg.dist.nodes} nodes but cluster={cfg.cluster.name.value} runs on "
-            f"this host only; use a dist option with 1 node (1n{per_node}g) here"
+            f"dist={name} needs {cfg.dist.nodes} nodes but cluster=local runs on this host only; "
+            f"use cluster=slurm or cluster=torchrun, or a dist option with 1 node (1n{per_node}g)"
         )
     if cfg.dist.accelerator == Accelerator.cpu:
         return Accelerator.cpu
+    if not here:
+        return Accelerator.gpu
     gpus = torch.cuda.device_count()
     if gpus == 0 and cfg.dist.accelerator == Accelerator.auto and per_node == 1:
         log.warning("no GPU on this host: dist.accelerator=auto falls back to the CPU")
@@ -45,10 +61,10 @@ def resolve_accelerator(cfg: DictConfig) -> Accelerator:
 OOM_SIGNS = ("outofmemoryerror", "out of memory", "can't allocate memory", "cannot allocate memory")
 
 
-def preflight(cfg: DictConfig) -> None:
+def preflight(cfg: DictConfig, here: bool = True) -> None:
     """Everything that can be wrong before a process starts; sets the resolved accelerator."""
     schema.validate(cfg)
-    cfg.dist.accelerator = resolve_accelerator(cfg)
+    cfg.dist.accelerator = resolve_accelerator(cfg, here)
     if cfg.data.name == DataName.dali and importlib.util.find_spec("nvidia.dali") is None:
         raise ConfigError(MISSING_DALI)
     if cfg.data.name != DataName.synthetic:
@@ -89,3 +105,55 @@ def run_local(nprocs: int, worker_args: list) -> None:
         message = (lines[-1] if "in DataLoader worker" in lines[0] else lines[0]) if lines else ""
         message = message.strip() or f"exit code {failure.exitcode}"
         raise RunFailed(f"rank {rank} failed: {message}", kind=failure_kind(message)) from None
+
+
+def process_rank(cfg: DictConfig) -> int:
+    """This process's global rank: 0 for cluster=local, whose ranks are its children; else
+    the rank torchrun or SLURM gave it, once the number of processes matches dist."""
+    if cfg.cluster.name == ClusterName.local:
+        return 0
+    rank_key, world_key = RANK_ENV[cfg.cluster.name]
+    starter = "torchrun" if cfg.cluster.name == ClusterName.torchrun else "SLURM"
+    if rank_key not in os.environ:
+        how = ("run the commands that `python -m rn50 cluster=torchrun dry_run=true` prints on each node"
+               if starter == "torchrun" else "submit with `python -m rn50 cluster=slurm` from a host with sbatch")
+        raise ConfigError(f"cluster={cfg.cluster.name.value} but {starter} did not start this process "
+                          f"({rank_key} is not set); {how}")
+    world, wanted = int(os.environ[world_key]), cfg.dist.nodes * cfg.dist.gpus_per_node
+    if world != wanted:
+        raise ConfigError(
+            f"dist={dist_name(cfg)} needs {wanted} processes but {starter} started {world}; start "
+            f"{cfg.dist.nodes} node(s) of {cfg.dist.gpus_per_node} process(es), or set dist to match"
+        )
+    return int(os.environ[rank_key])
+
+
+def run_here(cfg: DictConfig, run_id, out) -> None:
+    """Run this process's rank of the benchmark; rank 0 logs into run_id. Failures become RunFailed."""
+    from rn50 import worker
+
+    try:
+        worker.run(cfg, run_id, out)
+    except Exception as exc:
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        message = lines[0].strip() if lines else type(exc).__name__
+        raise RunFailed(f"rank {os.environ.get(RANK_ENV[cfg.cluster.name][0], 0)} failed: {message}",
+                        kind=failure_kind(message)) from exc
+
+
+def plan(cfg: DictConfig, overrides) -> str:
+    """What a dry run prints for cluster=local or torchrun: the processes, or each node's command."""
+    name, nodes, per_node = dist_name(cfg), cfg.dist.nodes, cfg.dist.gpus_per_node
+    device = cfg.dist.accelerator.value
+    if cfg.cluster.name == ClusterName.local:
+        return f"dist={name}: {per_node} {device} process(es) on this host, started by torch's elastic agent"
+    args = [o for o in overrides if not o.startswith(("dry_run=", "cluster="))]
+    command = shlex.join([
+        "torchrun", f"--nnodes={nodes}", f"--nproc-per-node={per_node}", "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={cfg.cluster.rdzv_endpoint}", f"--rdzv-id=rn50-{uuid.uuid4().hex[:8]}",
+        "-m", "rn50", "cluster=torchrun", *args,
+    ])
+    lines = [f"dist={name}: {nodes} node(s) x {per_node} {device} process(es); run on each node, "
+             f"node 0 at {cfg.cluster.rdzv_endpoint.rsplit(':', 1)[0]} (the rendezvous numbers the nodes):"]
+    lines += [f"node {i}: {command}" for i in range(nodes)]
+    return "\n".join(lines)

@@ -55,6 +55,8 @@ class ProfilerName(Enum):
 
 class ClusterName(Enum):
     local = "local"
+    slurm = "slurm"
+    torchrun = "torchrun"
 
 
 @dataclass
@@ -110,7 +112,22 @@ class ProfilerConfig:
 @dataclass
 class ClusterConfig:
     name: ClusterName = ClusterName.local
-    """Where processes start. local: one process per device on this host."""
+    """Where processes start. local: one process per device on this host; slurm: one SLURM job
+    per run, a task per device; torchrun: the processes of a torchrun the user started on each node."""
+    partition: Optional[str] = None
+    """slurm: partition to submit to; null is the cluster's default partition."""
+    account: Optional[str] = None
+    """slurm: account to charge (sbatch --account)."""
+    qos: Optional[str] = None
+    """slurm: quality of service (sbatch --qos)."""
+    timeout_min: int = 60
+    """slurm: time limit of each job in minutes (sbatch --time)."""
+    cpus_per_task: Optional[int] = None
+    """slurm: CPU cores per task, i.e. per device (sbatch --cpus-per-task); null is SLURM's default."""
+    sbatch: Dict[str, str] = field(default_factory=dict)
+    """slurm: any other sbatch option, without its dashes: {constraint: h100, exclusive: ""}."""
+    rdzv_endpoint: str = "HEAD_NODE:29500"
+    """torchrun: host:port of node 0, reachable from every node; used in the printed commands."""
 
 
 @dataclass
@@ -172,6 +189,8 @@ class Rn50Config:
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
     seed: int = 0
     """Seed for weights and the synthetic batch."""
+    dry_run: bool = False
+    """Print what would be launched (processes, SLURM resources or torchrun commands) and stop."""
 
 
 ConfigStore.instance().store(name="rn50_schema", node=Rn50Config)
@@ -213,6 +232,10 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "optim.weight_decay", "use a weight decay of 0 or more", 0)
     if cfg.precision.name == PrecisionName.amp_static:
         _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
+    if cfg.cluster.name == ClusterName.slurm:
+        _positive(cfg, "cluster.timeout_min", "use a time limit of 1 minute or more")
+        if cfg.cluster.cpus_per_task is not None:
+            _positive(cfg, "cluster.cpus_per_task", "use 1 or more, or null for SLURM's default")
     if cfg.mfu.peak_tflops is not None:
         _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
     return cfg
@@ -221,3 +244,8 @@ def validate(cfg: DictConfig) -> DictConfig:
 def dist_name(cfg: DictConfig) -> str:
     """The published-table name of a GPU count: 1n1g, 2n8g, ..."""
     return f"{cfg.dist.nodes}n{cfg.dist.gpus_per_node}g"
+
+
+def run_name(cfg: DictConfig) -> str:
+    """An MLflow run's name: resnet50-amp-1n8g-bs256."""
+    return f"{cfg.model.arch.value}-{cfg.precision.name.value}-{dist_name(cfg)}-bs{cfg.data.batch_size}"

@@ -22,8 +22,20 @@ URI_ENV = "RN50_SWEEP_TRACKING_URI"
 log = logging.getLogger("rn50")
 
 
+def one_slurm_run(config: DictConfig) -> bool:
+    """cluster=slurm makes every command a multirun (conf/cluster/slurm.yaml); one point is one run."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if config.cluster.name.value != "slurm" or config.hydra.sweeper.get("params"):
+        return False
+    overrides = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    return not any(o.is_sweep_override() for o in overrides)
+
+
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        if config.dry_run or one_slurm_run(config):
+            return
         HydraConfig.instance().set_config(config)  # resolves ${hydra:...} in mlflow.tracking_uri
         uri = config.mlflow.tracking_uri
         with reported():
@@ -41,7 +53,9 @@ class SweepCallback(Callback):
         os.environ[PARENT_ENV] = tracking.start_run(config, f"sweep {started}", tags, params=False)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        parent = os.environ.pop(PARENT_ENV)
+        parent = os.environ.pop(PARENT_ENV, None)
+        if parent is None:  # a dry run, or one point
+            return
         uri = config.mlflow.tracking_uri
         failed = ["the report"]  # until it is written
         try:

@@ -91,6 +91,12 @@ def search_runs(client: MlflowClient, experiment_ids: List[str], filter_string: 
             return runs
 
 
+def runs_with_tag(uri: str, experiment: str, key: str, value: str) -> list:
+    client = MlflowClient(uri)
+    found = client.get_experiment_by_name(experiment)
+    return search_runs(client, [found.experiment_id], f"tags.{key} = '{value}'") if found else []
+
+
 def log_results(
     uri: str,
     run_id: str,

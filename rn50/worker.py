@@ -1,26 +1,28 @@
 """One rank of a benchmark run: build, fit, measure; rank 0 logs to MLflow.
 
-Started by a launcher (rn50.launch, torchrun, SLURM) as
-`python -m rn50.worker CONFIG.yaml --run-id ID --out DIR`, where CONFIG.yaml is
-the resolved config `python -m rn50` wrote.
+cluster=local starts it as `python -m rn50.worker CONFIG.yaml --run-id ID --out DIR`,
+where CONFIG.yaml is the resolved config `python -m rn50` wrote; under torchrun and
+SLURM, `python -m rn50` is a rank itself and calls `run`.
 """
 
 import argparse
 import json
 import os
 from pathlib import Path
+from typing import Optional
 
 import pytorch_lightning as pl
 import torch
 from omegaconf import OmegaConf
+from pytorch_lightning.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from pytorch_lightning.profilers import SimpleProfiler
 from pytorch_lightning.strategies import DDPStrategy
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from rn50 import data, environment, mfu, nvml, precision, timing, tracking
-from rn50.measure import Benchmark
+from rn50.measure import Benchmark, write_ranks_csv
 from rn50.model import ResNetModule
-from rn50.schema import Accelerator, ProfilerName, Rn50Config, dist_name
+from rn50.schema import Accelerator, ClusterName, ProfilerName, Rn50Config, dist_name
 
 
 def load_config(path: str):
@@ -37,7 +39,8 @@ def build_trainer(cfg, device_type: str, bench: Benchmark, out: Path) -> pl.Trai
         devices=cfg.dist.gpus_per_node,
         num_nodes=cfg.dist.nodes,
         strategy=DDPStrategy(gradient_as_bucket_view=True) if world > 1 else "auto",
-        plugins=[precision.plugin(cfg.precision.name, device_type, cfg.precision.loss_scale)],
+        plugins=[precision.plugin(cfg.precision.name, device_type, cfg.precision.loss_scale),
+                 *cluster_environment(cfg)],
         max_steps=bench.timer.total_steps,
         callbacks=[bench],
         profiler=profiler,
@@ -53,6 +56,14 @@ def build_trainer(cfg, device_type: str, bench: Benchmark, out: Path) -> pl.Trai
     )
     skip_sigterm_broadcast(trainer)
     return trainer
+
+
+def cluster_environment(cfg) -> list:
+    """Say which launcher started the ranks: Lightning would otherwise take SLURM's variables
+    over torchrun's whenever a SLURM allocation surrounds a torchrun or local run."""
+    if cfg.cluster.name == ClusterName.slurm:
+        return [SLURMEnvironment(auto_requeue=False)]  # a benchmark is not resumed
+    return [TorchElasticEnvironment()] if TorchElasticEnvironment.detect() else []
 
 
 def skip_sigterm_broadcast(trainer: pl.Trainer) -> None:
@@ -83,17 +94,20 @@ def log_run(cfg, bench: Benchmark, trainer: pl.Trainer, device_type: str, run_id
         metrics["mfu_pct"] = mfu.mfu_pct(per_device, flops, peak)
         metrics["mfu/peak_tflops_per_device"] = peak
     hosts = sorted({r["hostname"] for r in bench.ranks})
+    node_hosts = sorted({(r["node_rank"], r["hostname"]) for r in bench.ranks})
     tags.update(
         gpu_count=str(len(gpu_samples)),
         world_size=str(world),
         nodes=str(cfg.dist.nodes),
         hostnames=",".join(hosts),
+        node_hostnames=",".join(f"{node}:{host}" for node, host in node_hosts),
         accelerator=device_type,
         dist=dist_name(cfg),
     )
 
-    files = [out / "step_times.csv"]
+    files = [out / "step_times.csv", out / "ranks.csv"]
     timing.write_steps_csv(files[0], [r["windows"] for r in bench.ranks])
+    write_ranks_csv(files[1], bench.ranks)
     if gpu_samples:
         files.append(out / "gpu_telemetry.csv")
         nvml.write_csv(files[-1], gpu_samples)
@@ -108,16 +122,9 @@ def log_run(cfg, bench: Benchmark, trainer: pl.Trainer, device_type: str, run_id
     return summary
 
 
-@record
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m rn50.worker")
-    parser.add_argument("config", help="resolved config YAML written by `python -m rn50`")
-    parser.add_argument("--run-id", required=True, help="MLflow run that rank 0 logs into")
-    parser.add_argument("--out", required=True, help="directory for the run's files")
-    args = parser.parse_args(argv)
-    cfg, out = load_config(args.config), Path(args.out)
+def run(cfg, run_id: Optional[str], out: Path) -> None:
+    """This process's rank of the run; rank 0 logs into run_id."""
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
-
     precision.set_math_mode(cfg.precision.name)
     pl.seed_everything(cfg.seed, verbose=False)
     fused = cfg.optim.fused if cfg.optim.fused is not None else device_type == "cuda"
@@ -126,12 +133,22 @@ def main(argv=None) -> None:
     trainer = build_trainer(cfg, device_type, bench, out)
     trainer.fit(model, datamodule=data.build(cfg))
     if trainer.is_global_zero:
-        log_run(cfg, bench, trainer, device_type, args.run_id, out)
+        log_run(cfg, bench, trainer, device_type, run_id, out)
     if torch.distributed.is_initialized():
         # Leave together and tear the process group down: a rank exiting with its
         # communicator threads alive can abort (SIGABRT) and fail a finished run.
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+
+
+@record
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m rn50.worker")
+    parser.add_argument("config", help="resolved config YAML written by `python -m rn50`")
+    parser.add_argument("--run-id", required=True, help="MLflow run that rank 0 logs into")
+    parser.add_argument("--out", required=True, help="directory for the run's files")
+    args = parser.parse_args(argv)
+    run(load_config(args.config), args.run_id, Path(args.out))
 
 
 if __name__ == "__main__":

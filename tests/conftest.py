@@ -11,6 +11,7 @@ from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
 import rn50.schema  # noqa: F401  registers the schema Hydra composes into
+from slurm_cluster import slurm_cluster  # noqa: F401  one SLURM test cluster for the session
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
@@ -42,14 +43,15 @@ def _empty_store() -> Path:
     return path
 
 
-def rn50(cwd, *args, module="rn50", timeout=600, fresh_store=False):
+def rn50(cwd, *args, module="rn50", timeout=600, fresh_store=False, env=None):
     """Run `python -m rn50 ARGS` in cwd as a user would; returns the CompletedProcess.
 
     cwd gets a copy of an empty ./mlflow.db unless fresh_store, which leaves rn50 to create it.
+    env: variables to set on top of this process's.
     """
     if module == "rn50" and not fresh_store and not (Path(cwd) / "mlflow.db").exists():
         shutil.copy(_empty_store(), Path(cwd) / "mlflow.db")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,

@@ -45,18 +45,6 @@ def test_tiny_run_is_recorded(tmp_path):
     assert len(steps) == 2 and all(float(s["duration_ms"]) > 0 for s in steps)
 
 
-def test_two_cpu_processes_log_one_run(tmp_path):
-    proc = rn50(tmp_path, *TINY, "dist=1n2g")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    run = only_run(tmp_path)
-    assert run.info.status == "FINISHED"
-    assert run.data.tags["world_size"] == "2"
-    m = run.data.metrics
-    assert m["throughput/images_per_sec"] == pytest.approx(2 * m["throughput/images_per_sec_per_device"])
-    steps = list(csv.DictReader(open(Path(run.data.tags["output_dir"]) / "step_times.csv")))
-    assert {s["rank"] for s in steps} == {"0", "1"}
-
-
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU fallback")
 def test_auto_falls_back_to_cpu_and_keeps_the_profiler_report(tmp_path):
     args = [a for a in TINY if not a.startswith("dist.accelerator")] + ["profiler=simple"]

@@ -4,6 +4,8 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import TINY, make_tree, rn50, runs_in
 from rn50.tracking import PARENT_TAG, MlflowClient
 
@@ -55,6 +57,11 @@ def test_dist_sweep_runs_the_right_processes_once(tmp_path):
     rows = {r["gpus"]: r for r in csv.DictReader(open(report))}
     assert set(rows) == {"1", "2"} and float(rows["2"]["speedup"]) > 0
     assert float(rows["2"]["scaling_efficiency_pct"]) == float(rows["2"]["speedup"]) * 50
+    (pair,) = [c for c in children if c.data.tags["world_size"] == "2"]  # two processes, one run
+    m = pair.data.metrics
+    assert m["throughput/images_per_sec"] == pytest.approx(2 * m["throughput/images_per_sec_per_device"])
+    steps = list(csv.DictReader(open(Path(pair.data.tags["output_dir"]) / "step_times.csv")))
+    assert {s["rank"] for s in steps} == {"0", "1"}
 
 
 def test_failed_points_do_not_stop_the_sweep(tmp_path):

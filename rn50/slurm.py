@@ -1,0 +1,110 @@
+"""cluster=slurm: what each SLURM job asks for, the checks made before submitting, and
+the closing of runs whose job SLURM ended. The launcher itself is in
+hydra_plugins/rn50_slurm (Hydra takes launchers from that package only).
+
+Each job asks for dist.nodes nodes, one task per device and dist.gpus_per_node GPUs
+per node. Every task is one rank: it runs the Hydra job (rn50/__main__.py), which
+joins the others through Lightning's SLURM environment, and rank 0 records the run.
+"""
+
+import logging
+import os
+import shutil
+import subprocess
+from typing import Any, Dict, Optional
+
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+from omegaconf import DictConfig, OmegaConf
+
+from rn50 import tracking
+from rn50.errors import ConfigError
+from rn50.schema import Accelerator, dist_name, run_name
+from rn50.sweep import PARENT_ENV
+
+log = logging.getLogger("rn50")
+SUBMITIT_GENERIC = set(OmegaConf.structured(BaseQueueConf).keys())
+
+
+def resources(cfg: DictConfig, launcher_params: Dict[str, Any]) -> Dict[str, Any]:
+    """The hydra.launcher parameters of one job: the launcher's keys, then dist and cluster.*."""
+    params = {k: v for k, v in launcher_params.items() if k not in ("submitit_folder", "max_num_timeout")}
+    c = cfg.cluster
+    params.update(
+        nodes=cfg.dist.nodes,
+        tasks_per_node=cfg.dist.gpus_per_node,
+        gpus_per_node=None if cfg.dist.accelerator == Accelerator.cpu else cfg.dist.gpus_per_node,
+        timeout_min=c.timeout_min,
+        additional_parameters={**params.get("additional_parameters", {}), **c.sbatch},
+    )
+    for key in ("cpus_per_task", "partition", "account", "qos"):
+        if c[key] is not None:
+            params[key] = c[key]
+    return params
+
+
+def submitit_parameters(params: Dict[str, Any]) -> Dict[str, Any]:
+    """submitit's names for them: its generic ones as they are, the rest prefixed slurm_."""
+    return {k if k in SUBMITIT_GENERIC else f"slurm_{k}": v for k, v in params.items()}
+
+
+def describe(params: Dict[str, Any]) -> str:
+    """The sbatch options a job gets, as sbatch would read them."""
+    flags = {
+        "nodes": params["nodes"], "ntasks-per-node": params["tasks_per_node"],
+        "gpus-per-node": params.get("gpus_per_node"), "cpus-per-task": params.get("cpus_per_task"),
+        "time": f"{params['timeout_min']}", "partition": params.get("partition"),
+        "account": params.get("account"), "qos": params.get("qos"), **params["additional_parameters"],
+    }
+    return " ".join(f"--{k}" if v == "" else f"--{k}={v}" for k, v in flags.items() if v is not None)
+
+
+def partition_nodes(partition: Optional[str]) -> tuple:
+    """(name, node count) of the partition, or of the default one when partition is None."""
+    if shutil.which("sinfo") is None:
+        raise ConfigError("cluster=slurm needs SLURM's sinfo and sbatch on PATH; run from a SLURM login node")
+    args = ["sinfo", "--noheader", "--format=%P %D"] + ([f"--partition={partition}"] if partition else [])
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise ConfigError(f"cluster=slurm: sinfo failed: {' '.join(done.stderr.split())}")
+    counts: Dict[str, int] = {}
+    default = None
+    for line in done.stdout.splitlines():
+        name, count = line.split()
+        if name.endswith("*"):
+            name = default = name[:-1]
+        counts[name] = counts.get(name, 0) + int(count)
+    name = partition or default
+    if name not in counts:
+        raise ConfigError(f"cluster.partition={partition} is not a SLURM partition; partitions: {', '.join(counts)}"
+                          if partition else "cluster.partition is not set and SLURM has no default partition")
+    return name, counts[name]
+
+
+def check_nodes(cfg: DictConfig) -> None:
+    """The partition has the nodes dist asks for."""
+    name, nodes = partition_nodes(cfg.cluster.partition)
+    if cfg.dist.nodes > nodes:
+        raise ConfigError(
+            f"dist={dist_name(cfg)} needs {cfg.dist.nodes} nodes but SLURM partition {name} has {nodes}; "
+            f"use a dist option with at most {nodes} node(s), or another cluster.partition"
+        )
+
+
+def last_line(job, exc: Exception) -> str:
+    text = (job.stderr() or "") if hasattr(job, "stderr") else ""
+    lines = [line for line in text.splitlines() if line.strip()] or str(exc).splitlines() or ["?"]
+    return lines[-1].strip()[:300]
+
+
+def close_orphan(cfg: DictConfig, job_id: str, error: str) -> None:
+    """Mark FAILED the run of a job that SLURM stopped; make one for a sweep point that had none."""
+    uri, parent = cfg.mlflow.tracking_uri, os.environ.get(PARENT_ENV)
+    tags = {"failure": "slurm", "error": error}
+    runs = tracking.runs_with_tag(uri, cfg.mlflow.experiment_name, "slurm_job_id", job_id)
+    for run in runs:
+        if run.info.status == "RUNNING":
+            tracking.end_run(uri, run.info.run_id, ok=False, tags=tags)
+    if not runs and parent:
+        run_id = tracking.start_run(cfg, run_name(cfg), {"cluster": "slurm", "slurm_job_id": job_id}, parent)
+        tracking.end_run(uri, run_id, ok=False, tags=tags)
+    log.error("%s", error)

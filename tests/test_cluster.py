@@ -1,0 +1,155 @@
+"""Beyond one host: cluster=slurm on a real one-node SLURM cluster, cluster=torchrun with two
+torchrun node processes on localhost, and the dry runs that print what each would start."""
+
+import csv
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, TINY, _empty_store, rn50, runs_in
+
+CPU_PAIR = [*TINY, "dist=1n2g"]  # two gloo ranks
+
+
+def one_error(proc) -> str:
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith("rn50: error: "), proc.stderr[-2000:]
+    return errors[0]
+
+
+def test_slurm_run_and_sweep(slurm_cluster, tmp_path):
+    one, sweep = tmp_path / "one", tmp_path / "sweep"
+    for cwd in (one, sweep):
+        cwd.mkdir()
+        shutil.copy(_empty_store(), cwd / "mlflow.db")
+    # Both at once, as users would: three jobs of one and two tasks share the test cluster.
+    commands = {one: ["cluster=slurm", *CPU_PAIR],
+                sweep: ["--multirun", "cluster=slurm", *TINY, "dist=1n1g,1n2g"]}
+    env = {**slurm_cluster.env, "PYTHONPATH": str(ROOT)}
+    procs = {cwd: subprocess.Popen([sys.executable, "-m", "rn50", *args], cwd=cwd, env=env, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE) for cwd, args in commands.items()}
+    for cwd, proc in procs.items():
+        _, stderr = proc.communicate(timeout=480)
+        assert proc.returncode == 0, stderr[-3000:]
+
+    (run,) = runs_in(one)  # one point is one run, no sweep parent
+    assert run.info.status == "FINISHED"
+    t = run.data.tags
+    assert (t["world_size"], t["cluster"], t["node_hostnames"]) == ("2", "slurm", f"0:{socket.gethostname()}")
+    assert t["slurm_job_id"].isdigit()
+
+    runs = runs_in(sweep)
+    (parent,) = [r for r in runs if r.data.tags.get("rn50.role") == "sweep"]
+    children = [r for r in runs if r is not parent]
+    assert sorted(r.data.tags["world_size"] for r in children) == ["1", "2"]  # resources per job
+    for child in children:
+        assert child.info.status == "FINISHED"
+        assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert len({r.data.tags["slurm_job_id"] for r in children}) == 2  # one job per point
+    assert parent.info.status == "FINISHED"
+    assert list(Path(parent.data.tags["sweep.dir"]).glob("sweep_report.md")), "no report on the submitting host"
+
+
+def test_slurm_errors_come_before_submission(slurm_cluster, tmp_path):
+    proc = rn50(tmp_path, "cluster=slurm", *TINY, "dist=2n8g", env=slurm_cluster.env)
+    assert proc.returncode == 2
+    assert f"needs 2 nodes but SLURM partition {slurm_cluster.partition} has 1" in one_error(proc)
+    proc = rn50(tmp_path, "cluster=slurm", *TINY, "mlflow.tracking_uri=http://127.0.0.1:9", env=slurm_cluster.env)
+    assert proc.returncode == 2 and "is unreachable" in one_error(proc)
+    queue = subprocess.run(["squeue", "--noheader"], env=slurm_cluster.env, capture_output=True, text=True)
+    assert queue.stdout.strip() == "" and not runs_in(tmp_path)
+
+
+def test_two_torchrun_nodes_make_one_run(tmp_path):
+    with socket.socket() as s:  # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+                "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=test-two-nodes",
+                "-m", "rn50", "cluster=torchrun", *TINY, "dist.nodes=2", "dist.gpus_per_node=1"]
+    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    nodes = [subprocess.Popen(torchrun, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for _ in range(2)]
+    outputs = [node.communicate(timeout=300)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+    (run,) = runs_in(tmp_path)
+    assert run.info.status == "FINISHED"
+    assert (run.data.tags["world_size"], run.data.tags["nodes"], run.data.tags["cluster"]) == ("2", "2", "torchrun")
+    ranks = list(csv.DictReader(open(Path(run.data.tags["output_dir"]) / "ranks.csv")))
+    assert [(r["rank"], r["node_rank"]) for r in ranks] == [("0", "0"), ("1", "1")]
+    assert all(float(r["process_cpu_pct"]) > 0 for r in ranks)
+
+
+def test_torchrun_world_must_match_dist(compose_cfg, monkeypatch):
+    from rn50 import launch
+    from rn50.errors import ConfigError
+
+    cfg = compose_cfg(["cluster=torchrun", "dist=1n2g"])
+    with pytest.raises(ConfigError, match="torchrun did not start this process"):
+        launch.process_rank(cfg)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(ConfigError, match="dist=1n2g needs 2 processes but torchrun started 3"):
+        launch.process_rank(cfg)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert launch.process_rank(cfg) == 1
+
+
+def test_dry_runs_show_the_resources(tmp_path):
+    proc = rn50(tmp_path, "--multirun", "cluster=slurm", "dist=2n8g,4n8g", "dry_run=true")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    jobs = [line for line in proc.stdout.splitlines() if line.startswith("job ")]
+    assert [job.split("  # ")[0] for job in jobs] == [
+        "job 0: sbatch --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --time=60",
+        "job 1: sbatch --nodes=4 --ntasks-per-node=8 --gpus-per-node=8 --time=60",
+    ]
+    proc = rn50(tmp_path, "--multirun", "cluster=torchrun", "dist=2n8g,4n8g", "dry_run=true",
+                "cluster.rdzv_endpoint=n0:29500")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for dist, nodes in (("2n8g", 2), ("4n8g", 4)):
+        commands = [line.split(": ", 1)[1] for line in proc.stdout.splitlines()
+                    if line.startswith("node ") and f"dist={dist}" in line]
+        assert len(commands) == nodes and len(set(commands)) == 1
+        assert commands[0].startswith(f"torchrun --nnodes={nodes} --nproc-per-node=8 --rdzv-backend=c10d "
+                                      "--rdzv-endpoint=n0:29500 --rdzv-id=rn50-")
+        assert f" -m rn50 cluster=torchrun dist={dist} " in commands[0]
+    assert not runs_in(tmp_path)
+
+
+def test_the_sbatch_template_runs_one_rank_per_task(slurm_cluster, tmp_path):
+    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    env = {**slurm_cluster.env, "PYTHONPATH": str(ROOT), "RN50_PYTHON": sys.executable}
+    done = subprocess.run(
+        ["sbatch", "--wait", "--ntasks-per-node=2", "--gpus-per-node=0", str(ROOT / "launchers/rn50.sbatch"),
+         *CPU_PAIR], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    logs = "".join(p.read_text() for p in tmp_path.glob("rn50-*.out"))
+    assert done.returncode == 0, done.stderr + logs[-3000:]
+    (run,) = runs_in(tmp_path)
+    assert run.info.status == "FINISHED" and run.data.tags["world_size"] == "2"
+    assert Path(run.data.tags["output_dir"]).name == f"slurm-{run.data.tags['slurm_job_id']}"
+
+
+def test_a_run_whose_job_slurm_ended_is_closed(compose_cfg, tmp_path, monkeypatch):
+    from rn50 import slurm, tracking
+    from rn50.sweep import PARENT_ENV
+
+    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri={uri}"])
+    started = tracking.start_run(cfg, "point", {"slurm_job_id": "41"})
+    slurm.close_orphan(cfg, "41", "SLURM job 41 ended: CANCELLED DUE TO TIME LIMIT")
+    parent = tracking.start_run(cfg, "sweep", {"rn50.role": "sweep"}, params=False)
+    monkeypatch.setenv(PARENT_ENV, parent)
+    slurm.close_orphan(cfg, "42", "SLURM job 42 ended: node failure")  # died before rank 0 made a run
+
+    runs = {r.data.tags.get("slurm_job_id"): r for r in runs_in(tmp_path)}
+    assert runs["41"].info.run_id == started and runs["41"].info.status == "FAILED"
+    assert runs["41"].data.tags["failure"] == "slurm" and "TIME LIMIT" in runs["41"].data.tags["error"]
+    assert runs["42"].info.status == "FAILED" and runs["42"].data.tags["mlflow.parentRunId"] == parent
+    assert runs["42"].data.params["cluster.name"] == "slurm"
