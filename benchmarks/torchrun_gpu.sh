@@ -25,14 +25,15 @@ for round in $(seq "$rounds"); do
   wait
   echo "round $round 2x2 torchrun done"
 done
-cp -r outputs "$out/" 2>/dev/null; cp -r local-* "$out/" 2>/dev/null
+for f in local-*/summary.json outputs/*/torchrun-*/summary.json; do cp "$f" "$out/$(basename "$(dirname "$f")").json"; done
 python3 - "$work" <<'PY' | tee "$out/result.txt"
 import json, pathlib, statistics, sys
 work = pathlib.Path(sys.argv[1])
 rows = {"1n4g local": [], "2n2g torchrun": []}
-for f in sorted(work.rglob("summary.json")):
+runs = [("1n4g local", f) for f in work.glob("local-*/summary.json")]
+runs += [("2n2g torchrun", f) for f in work.glob("outputs/*/torchrun-*/summary.json")]
+for key, f in sorted(runs, key=lambda r: r[1].stat().st_mtime):
     s = json.loads(f.read_text())
-    key = "2n2g torchrun" if "torchrun" in str(f) else "1n4g local"
     rows[key].append(s["throughput/images_per_sec"])
     print(f"{key}: {s['throughput/images_per_sec']:.1f} images/sec (mean {s['throughput/images_per_sec_mean']:.1f}), "
           f"gpu util {s.get('gpu/utilization_pct', float('nan')):.1f}%  {f.parent.name}")
