@@ -9,11 +9,12 @@ import importlib.util
 import logging
 import sys
 import uuid
+from typing import Sequence
 import torch
 from omegaconf import DictConfig
 
 from rn50.errors import ConfigError, RunFailed
-from rn50 import data, schema
+from rn50 import data, ncu, schema
 from rn50.dali import MISSING as MISSING_DALI
 from rn50.schema import Accelerator, DataName, dist_name
 
@@ -49,6 +50,7 @@ def preflight(cfg: DictConfig) -> None:
     """Everything that can be wrong before a process starts; sets the resolved accelerator."""
     schema.validate(cfg)
     cfg.dist.accelerator = resolve_accelerator(cfg)
+    ncu.preflight(cfg)
     if cfg.data.name == DataName.dali and importlib.util.find_spec("nvidia.dali") is None:
         raise ConfigError(MISSING_DALI)
     if cfg.data.name != DataName.synthetic:
@@ -62,8 +64,11 @@ def failure_kind(message: str) -> str:
     return "oom" if any(sign in text for sign in OOM_SIGNS) else "error"
 
 
-def run_local(nprocs: int, worker_args: list) -> None:
-    """Run `python -m rn50.worker ARGS` in nprocs processes; RunFailed names the first failure."""
+def run_local(nprocs: int, worker_args: list, prefix: Sequence[str] = ()) -> None:
+    """Run `[PREFIX] python -m rn50.worker ARGS` in nprocs processes; RunFailed names the first failure.
+
+    A prefix is a command that starts the worker itself, such as a profiler's.
+    """
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -78,7 +83,8 @@ def run_local(nprocs: int, worker_args: list) -> None:
         monitor_interval=0.5,
     )
     try:
-        elastic_launch(config, sys.executable)("-m", "rn50.worker", *worker_args)
+        entrypoint, *args = [*prefix, sys.executable, "-m", "rn50.worker", *worker_args]
+        elastic_launch(config, entrypoint)(*args)
     except ChildFailedError as exc:
         rank, failure = exc.get_first_failure()
         message = failure.message

@@ -20,6 +20,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from rn50 import data, environment, mfu, nvml, precision, timing, tracking
 from rn50.measure import Benchmark
 from rn50.model import ResNetModule
+from rn50.ncu import NcuRange
 from rn50.nvtx import NvtxRanges
 from rn50.profile import TorchProfile
 from rn50.schema import Accelerator, ProfilerName, Rn50Config, dist_name, profiled_steps
@@ -36,6 +37,8 @@ def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path) -> li
         callbacks.append(NvtxRanges())
     if cfg.profiler.name == ProfilerName.pytorch:
         callbacks.append(TorchProfile(cfg.profiler, first_step, device_type, out))
+    elif cfg.profiler.name == ProfilerName.ncu:
+        callbacks.append(NcuRange(first_step, cfg.profiler.steps))
     return callbacks
 
 

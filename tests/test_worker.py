@@ -2,6 +2,7 @@
 
 from conftest import TINY
 from rn50.measure import Benchmark
+from rn50.ncu import NcuRange
 from rn50.nvtx import NvtxRanges
 from rn50.profile import TorchProfile
 from rn50.schema import validate
@@ -34,4 +35,4 @@ def test_nvtx_ranges_only_on_gpus_and_when_asked(compose_cfg, tmp_path):
 
     assert kinds([], "cuda") == [NvtxRanges] and kinds([], "cpu") == []
     assert kinds(["profiler.nvtx=false"], "cuda") == []
-    assert kinds(["profiler=pytorch"], "cuda") == [NvtxRanges, TorchProfile]
+    assert kinds(["profiler=ncu"], "cuda") == [NvtxRanges, NcuRange]
