@@ -95,11 +95,24 @@ def device_work(events) -> List[Span]:
             if e.device_type != DeviceType.CPU and e.activity_type in DEVICE_WORK]
 
 
+def _wrapper(event) -> bool:
+    """Ranges that only wrap work: the step ranges, and annotations of no kind (DDP's forward)."""
+    return _is_step(event) or (event.is_user_annotation and classify(event.name) == OTHER)
+
+
+def _outermost(event) -> bool:
+    parent = event.cpu_parent
+    while parent is not None:
+        if not _wrapper(parent):
+            return False
+        parent = parent.cpu_parent
+    return True
+
+
 def host_work(events) -> List[Span]:
-    """A CPU run's work: the outermost events inside each step, step ranges themselves left out."""
+    """A CPU run's work: the outermost operators and annotated steps of a kind (Optimizer.step)."""
     return [_span(e) for e in events
-            if e.device_type == DeviceType.CPU and not e.is_async and not _is_step(e)
-            and (e.cpu_parent is None or _is_step(e.cpu_parent))]
+            if e.device_type == DeviceType.CPU and not e.is_async and not _wrapper(e) and _outermost(e)]
 
 
 def kernel_table(work: Sequence[Span]) -> List[Dict]:

@@ -84,15 +84,17 @@ def test_kernel_table_groups_by_name_most_time_first():
 
 def _event(name, start, end, device=DeviceType.CPU, activity="cpu_op", parent=None, is_async=False):
     return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), device_type=device,
-                           activity_type=activity, cpu_parent=parent, is_async=is_async)
+                           activity_type=activity, cpu_parent=parent, is_async=is_async,
+                           is_user_annotation=activity == "user_annotation")
 
 
 def test_work_and_window_are_picked_from_profiler_events():
     step1 = _event("ProfilerStep*", 10, 60, activity="user_annotation")
     step2 = _event("ProfilerStep*", 60, 110, activity="user_annotation")
-    conv = _event("aten::conv2d", 12, 30, parent=step1)
+    ddp = _event("DistributedDataParallel.forward", 11, 31, activity="user_annotation", parent=step1)
+    conv = _event("aten::conv2d", 12, 30, parent=ddp)
     events = [
-        step1, step2, conv,
+        step1, step2, ddp, conv,
         _event("aten::convolution", 13, 29, parent=conv),  # nested: counted in its parent
         _event("Optimizer.step#SGD.step", 70, 90, activity="user_annotation", parent=step2),
         _event("autograd::engine::evaluate_function: ReluBackward0", 62, 66),  # the autograd thread's
