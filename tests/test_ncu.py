@@ -1,6 +1,5 @@
 """profiler=ncu without a GPU: the CSV aggregation, ncu's errors, the checks before a run."""
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -125,13 +124,18 @@ def test_ncu_needs_one_gpu_process(compose_cfg, override, key):
         ncu.preflight(cfg)
 
 
-@pytest.mark.skipif(shutil.which("ncu") is not None, reason="tests a host without Nsight Compute")
-@pytest.mark.parametrize("executable", [None, "/nonexistent/ncu"])
-def test_missing_ncu_is_one_line_and_no_run(tmp_path, executable):
-    extra = [f"profiler.executable={executable}"] if executable else []
-    proc = rn50(tmp_path, *TINY, "profiler=ncu", *extra)
+def test_ncu_not_on_path_names_the_key(compose_cfg, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # a host without Nsight Compute, wherever this runs
+    with pytest.raises(ConfigError) as info:
+        ncu.preflight(compose_cfg(["profiler=ncu"]))
+    assert str(info.value).startswith("profiler=ncu needs Nsight Compute's ncu, not found as 'ncu' on PATH;")
+    assert "profiler.executable=/path/to/ncu" in str(info.value)
+
+
+def test_missing_ncu_is_one_line_and_no_run(tmp_path):
+    proc = rn50(tmp_path, *TINY, "profiler=ncu", "profiler.executable=/nonexistent/ncu")
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
     assert len(errors) == 1 and errors[0].startswith("rn50: error: profiler=ncu needs Nsight Compute"), proc.stderr
-    assert f"not found as '{executable or 'ncu'}'" in errors[0] and "profiler.executable=" in errors[0]
+    assert "not found as '/nonexistent/ncu'" in errors[0] and "profiler.executable=" in errors[0]
     assert not runs_in(tmp_path)
