@@ -50,12 +50,12 @@ def preflight(cfg: DictConfig) -> None:
     """Everything that can be wrong before a process starts; sets the resolved accelerator."""
     schema.validate(cfg)
     cfg.dist.accelerator = resolve_accelerator(cfg)
-    ncu.preflight(cfg)
     if cfg.data.name == DataName.dali and importlib.util.find_spec("nvidia.dali") is None:
         raise ConfigError(MISSING_DALI)
     if cfg.data.name != DataName.synthetic:
         world = cfg.dist.nodes * cfg.dist.gpus_per_node
         data.count_train_images(cfg.data.root, cfg.data.batch_size * world)
+    ncu.preflight(cfg)
 
 
 def failure_kind(message: str) -> str:

@@ -230,12 +230,12 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "optim.weight_decay", "use a weight decay of 0 or more", 0)
     if cfg.precision.name == PrecisionName.amp_static:
         _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
+    if cfg.mfu.peak_tflops is not None:
+        _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
     _positive(cfg, "profiler.wait", "use 0 or more steps", 0)
     _positive(cfg, "profiler.warmup", "use 0 or more steps", 0)
     _positive(cfg, "profiler.active", "use 1 or more recorded steps")
     _positive(cfg, "profiler.steps", "use 1 or more profiled steps")
-    if cfg.mfu.peak_tflops is not None:
-        _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
     return cfg
 
 
