@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import launch, schema, tracking
+from rn50 import launch, ncu, schema, tracking
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, RunFailed, reported
 from rn50.schema import ClusterName
@@ -63,10 +63,14 @@ def benchmark(cfg: DictConfig, parent: Optional[str]) -> Optional[dict]:
     run_id = tracking.start_run(cfg, name, run_tags(cfg, out), parent)
     try:
         tracking.log_results(uri, run_id, {}, artifacts=[str(config_file)])
-        if cfg.cluster.name == ClusterName.local:
-            launch.run_local(cfg.dist.gpus_per_node, [str(config_file), "--run-id", run_id, "--out", str(out)])
-        else:
+        worker_args = [str(config_file), "--run-id", run_id, "--out", str(out)]
+        if cfg.cluster.name != ClusterName.local:  # torchrun or SLURM started this process as rank 0
             launch.run_here(cfg, run_id, out)
+        elif cfg.profiler.name == schema.ProfilerName.ncu:  # the one process runs under Nsight Compute
+            metrics, files = ncu.run(cfg, out, worker_args)
+            tracking.log_results(uri, run_id, metrics, artifacts=files)
+        else:
+            launch.run_local(cfg.dist.gpus_per_node, worker_args)
     except RunFailed as exc:
         tracking.end_run(uri, run_id, ok=False, tags={"failure": exc.kind, "error": str(exc)[:500]})
         raise

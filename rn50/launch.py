@@ -15,11 +15,12 @@ import os
 import shlex
 import sys
 import uuid
+from typing import Sequence
 import torch
 from omegaconf import DictConfig
 
 from rn50.errors import ConfigError, RunFailed
-from rn50 import data, schema
+from rn50 import data, ncu, schema
 from rn50.dali import MISSING as MISSING_DALI
 from rn50.schema import Accelerator, ClusterName, DataName, dist_name
 
@@ -70,6 +71,7 @@ def preflight(cfg: DictConfig, here: bool = True) -> None:
     if cfg.data.name != DataName.synthetic:
         world = cfg.dist.nodes * cfg.dist.gpus_per_node
         data.count_train_images(cfg.data.root, cfg.data.batch_size * world)
+    ncu.preflight(cfg)
 
 
 def failure_kind(message: str) -> str:
@@ -78,8 +80,11 @@ def failure_kind(message: str) -> str:
     return "oom" if any(sign in text for sign in OOM_SIGNS) else "error"
 
 
-def run_local(nprocs: int, worker_args: list) -> None:
-    """Run `python -m rn50.worker ARGS` in nprocs processes; RunFailed names the first failure."""
+def run_local(nprocs: int, worker_args: list, prefix: Sequence[str] = ()) -> None:
+    """Run `[PREFIX] python -m rn50.worker ARGS` in nprocs processes; RunFailed names the first failure.
+
+    A prefix is a command that starts the worker itself, such as a profiler's.
+    """
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -94,7 +99,8 @@ def run_local(nprocs: int, worker_args: list) -> None:
         monitor_interval=0.5,
     )
     try:
-        elastic_launch(config, sys.executable)("-m", "rn50.worker", *worker_args)
+        entrypoint, *args = [*prefix, sys.executable, "-m", "rn50.worker", *worker_args]
+        elastic_launch(config, entrypoint)(*args)
     except ChildFailedError as exc:
         rank, failure = exc.get_first_failure()
         message = failure.message

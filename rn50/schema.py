@@ -51,6 +51,8 @@ class Accelerator(Enum):
 class ProfilerName(Enum):
     none = "none"
     simple = "simple"
+    pytorch = "pytorch"
+    ncu = "ncu"
 
 
 class ClusterName(Enum):
@@ -106,7 +108,22 @@ class DistConfig:
 @dataclass
 class ProfilerConfig:
     name: ProfilerName = ProfilerName.none
-    """none, or simple: Lightning's SimpleProfiler, its report kept as an MLflow artifact."""
+    """none; simple: Lightning's SimpleProfiler; pytorch: torch.profiler; ncu: Nsight Compute.
+    pytorch and ncu profile extra steps after the measured windows."""
+    nvtx: bool = True
+    """NVTX ranges (data, forward, backward, optimizer) around every step on GPUs, for Nsight Systems."""
+    wait: int = 1
+    """pytorch: steps after the measured windows before the profiler starts warming up."""
+    warmup: int = 2
+    """pytorch: steps the profiler runs but discards, so its own start-up is not recorded."""
+    active: int = 5
+    """pytorch: steps recorded into the trace and analysed."""
+    steps: int = 3
+    """ncu: steps after the measured windows whose kernels Nsight Compute profiles."""
+    executable: str = "ncu"
+    """ncu: the Nsight Compute command line, a path or a name on PATH."""
+    metrics: Dict[str, str] = field(default_factory=dict)
+    """ncu: output name -> ncu metric; each is logged as ncu/<name>, weighted by kernel duration."""
 
 
 @dataclass
@@ -238,7 +255,21 @@ def validate(cfg: DictConfig) -> DictConfig:
             _positive(cfg, "cluster.cpus_per_task", "use 1 or more, or null for SLURM's default")
     if cfg.mfu.peak_tflops is not None:
         _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
+    _positive(cfg, "profiler.wait", "use 0 or more steps", 0)
+    _positive(cfg, "profiler.warmup", "use 0 or more steps", 0)
+    _positive(cfg, "profiler.active", "use 1 or more recorded steps")
+    _positive(cfg, "profiler.steps", "use 1 or more profiled steps")
     return cfg
+
+
+def profiled_steps(cfg: DictConfig) -> int:
+    """Steps a profiler adds after the measured windows, so the throughput window is never profiled."""
+    p = cfg.profiler
+    if p.name == ProfilerName.pytorch:
+        return p.wait + p.warmup + p.active
+    if p.name == ProfilerName.ncu:
+        return p.steps
+    return 0
 
 
 def dist_name(cfg: DictConfig) -> str:

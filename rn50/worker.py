@@ -22,11 +22,26 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from rn50 import data, environment, mfu, nvml, precision, timing, tracking
 from rn50.measure import Benchmark, write_ranks_csv
 from rn50.model import ResNetModule
-from rn50.schema import Accelerator, ClusterName, ProfilerName, Rn50Config, dist_name
+from rn50.ncu import NcuRange
+from rn50.nvtx import NvtxRanges
+from rn50.profile import TorchProfile
+from rn50.schema import Accelerator, ClusterName, ProfilerName, Rn50Config, dist_name, profiled_steps
 
 
 def load_config(path: str):
     return OmegaConf.merge(OmegaConf.structured(Rn50Config), OmegaConf.load(path))
+
+
+def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path) -> list:
+    """NVTX ranges on GPUs, and the profiler of the steps from first_step on (after the measured windows)."""
+    callbacks = []
+    if cfg.profiler.nvtx and device_type == "cuda":
+        callbacks.append(NvtxRanges())
+    if cfg.profiler.name == ProfilerName.pytorch:
+        callbacks.append(TorchProfile(cfg.profiler, first_step, device_type, out))
+    elif cfg.profiler.name == ProfilerName.ncu:
+        callbacks.append(NcuRange(first_step, cfg.profiler.steps))
+    return callbacks
 
 
 def build_trainer(cfg, device_type: str, bench: Benchmark, out: Path) -> pl.Trainer:
@@ -41,8 +56,8 @@ def build_trainer(cfg, device_type: str, bench: Benchmark, out: Path) -> pl.Trai
         strategy=DDPStrategy(gradient_as_bucket_view=True) if world > 1 else "auto",
         plugins=[precision.plugin(cfg.precision.name, device_type, cfg.precision.loss_scale),
                  *cluster_environment(cfg)],
-        max_steps=bench.timer.total_steps,
-        callbacks=[bench],
+        max_steps=bench.timer.total_steps + profiled_steps(cfg),
+        callbacks=[bench, *profiling_callbacks(cfg, device_type, bench.timer.total_steps, out)],
         profiler=profiler,
         benchmark=True,
         logger=False,
@@ -112,6 +127,11 @@ def log_run(cfg, bench: Benchmark, trainer: pl.Trainer, device_type: str, run_id
         files.append(out / "gpu_telemetry.csv")
         nvml.write_csv(files[-1], gpu_samples)
     files += sorted(out.glob("*profiler*.txt"))
+    for profile in (cb for cb in trainer.callbacks if isinstance(cb, TorchProfile)):
+        metrics.update(profile.metrics)
+        files += profile.files
+    if cfg.profiler.name != ProfilerName.none:
+        tags["profiled"] = cfg.profiler.name.value  # sweep reports keep it out of the speedup reference
     summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name.value,
                "batch_size": cfg.data.batch_size, **metrics}
     (out / "summary.json").write_text(json.dumps(summary) + "\n")

@@ -6,7 +6,7 @@ from omegaconf.errors import ValidationError
 
 from conftest import CONF
 from rn50.errors import ConfigError, _one_line
-from rn50.schema import Accelerator, Arch, PrecisionName, dist_name, validate
+from rn50.schema import Accelerator, Arch, PrecisionName, dist_name, profiled_steps, validate
 
 GROUPS = ["model", "precision", "data", "dist", "profiler", "cluster", "mfu"]
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
@@ -39,7 +39,7 @@ def test_group_lists_are_complete():
     assert names["model"] == {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"}
     assert names["precision"] == {"fp32", "tf32", "amp", "amp_static", "bf16"}
     assert names["dist"] == {"1n1g", "1n2g", "1n4g", "1n8g", "2n8g", "4n8g"}
-    assert names["profiler"] == {"none", "simple"}
+    assert names["profiler"] == {"none", "simple", "pytorch", "ncu"}
     assert names["data"] == {"synthetic", "imagefolder", "dali"}
 
 
@@ -81,12 +81,21 @@ def test_unknown_key_is_refused(compose_cfg):
         ("bench.warmup_steps=0", "bench.warmup_steps"),
         ("bench.repeats=0", "bench.repeats"),
         ("precision.loss_scale=0", "precision.loss_scale"),
+        ("profiler.active=0", "profiler.active"),
+        ("profiler.wait=-1", "profiler.wait"),
+        ("profiler.steps=0", "profiler.steps"),
     ],
 )
 def test_out_of_range_values_name_the_key(compose_cfg, override, key):
     overrides = [override] + (["precision=amp_static"] if "loss_scale" in override else [])
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         validate(compose_cfg(overrides))
+
+
+def test_profilers_add_their_steps_after_the_measured_windows(compose_cfg):
+    assert profiled_steps(compose_cfg(["profiler=simple"])) == 0
+    assert profiled_steps(compose_cfg(["profiler=pytorch", "profiler.wait=0"])) == 0 + 2 + 5
+    assert profiled_steps(compose_cfg(["profiler=ncu", "profiler.steps=4"])) == 4
 
 
 def test_validation_error_is_a_validation_error_for_bad_ints(compose_cfg):

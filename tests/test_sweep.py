@@ -107,3 +107,14 @@ def test_report_errors_are_one_line(tmp_path):
     errors = [l for l in proc.stderr.splitlines() if "error" in l.lower()]
     assert proc.returncode == 2 and len(errors) == 1
     assert errors[0].startswith("rn50.report: error: --parent-run-id nosuch")
+
+
+def test_profiled_runs_are_no_speedup_reference():
+    from rn50.report import add_scaling
+
+    def row(gpus, ips, profiled):
+        return {"setup": "model.arch=resnet50", "gpus": gpus, "status": "FINISHED", "failure": "",
+                "images_per_sec_median": ips, "profiled": profiled}
+
+    rows = add_scaling([row(1, 1000.0, False), row(1, 500.0, True), row(2, 1800.0, False)])
+    assert [r["speedup"] for r in rows] == [1.0, 0.5, 1.8]  # all against the unprofiled 1000

@@ -1,0 +1,141 @@
+"""profiler=ncu without a GPU: the CSV aggregation, ncu's errors, the checks before a run."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY, rn50, runs_in
+from rn50 import ncu
+from rn50.errors import ConfigError, RunFailed
+from rn50.schema import Accelerator
+
+# Six kernels cut from `ncu --import R --csv --page raw --print-units base` of one ResNet-50
+# AMP step (batch 64) on an H100, Nsight Compute 2025.3: header, units row, kernel rows.
+RAW = Path(__file__).parent / "data" / "ncu_raw_h100_amp.csv"
+TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
+FMA = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
+ALU = "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"
+
+
+def test_pipe_utilization_is_weighted_by_kernel_duration():
+    m = ncu.aggregate(RAW, {"tensor_pipe_pct": TENSOR, "fma_pipe_pct": FMA, "alu_pipe_pct": ALU})
+    # durations (ns, thousands separators dropped): 2752 + 46656 + 31584 + 31520 + 24512 + 2976 = 140000
+    assert m["ncu/kernels"] == 6
+    assert m["ncu/profiled_gpu_ms"] == pytest.approx(0.14)
+    # tensor: 0.01*2752 + 35.82*46656 + 0.49*31584 + 73.39*31520 + 0*24512 + 0*2976
+    #       = 27.52 + 1671217.92 + 15476.16 + 2313252.8 = 3999974.4; / 140000
+    assert m["ncu/tensor_pipe_pct"] == pytest.approx(3999974.4 / 140000)
+    # fma: 0.86*2752 + 2.63*46656 + 15.24*31584 + 1.96*31520 + 4.30*24512 + 0.01*2976
+    #    = 2366.72 + 122705.28 + 481340.16 + 61779.2 + 105401.6 + 29.76 = 773622.72; / 140000
+    assert m["ncu/fma_pipe_pct"] == pytest.approx(773622.72 / 140000)
+    # alu: 1.29*2752 + 12.50*46656 + 19.60*31584 + 10.43*31520 + 11.18*24512 + 0.05*2976
+    #    = 3550.08 + 583200 + 619046.4 + 328753.6 + 274044.16 + 148.8 = 1808743.04; / 140000
+    assert m["ncu/alu_pipe_pct"] == pytest.approx(1808743.04 / 140000)
+
+
+def test_a_metric_ncu_did_not_report_is_left_out_with_a_warning(compose_cfg, caplog):
+    metrics = compose_cfg(["profiler=ncu"]).profiler.metrics  # this CSV has no fp16 or xu column
+    m = ncu.aggregate(RAW, metrics)
+    assert {"ncu/tensor_pipe_pct", "ncu/fma_pipe_pct", "ncu/alu_pipe_pct"} <= set(m)
+    assert "ncu/fp16_pipe_pct" not in m and "ncu/sfu_pipe_pct" not in m
+    assert "sm__inst_executed_pipe_xu" in caplog.text and "ncu/sfu_pipe_pct" in caplog.text
+
+
+def test_durations_in_other_units_are_converted(tmp_path):
+    # The same kernels with the duration column in microseconds: the weights keep their ratios.
+    lines = RAW.read_text().splitlines()
+    lines[1] = lines[1].replace('"ns","ns"', '"us","usecond"')
+    (tmp_path / "us.csv").write_text("==PROF== a line ncu printed first\n" + "\n".join(lines) + "\n")
+    m = ncu.aggregate(tmp_path / "us.csv", {"tensor_pipe_pct": TENSOR})
+    assert m["ncu/profiled_gpu_ms"] == pytest.approx(140.0)
+    assert m["ncu/tensor_pipe_pct"] == pytest.approx(3999974.4 / 140000)
+
+
+NO_PERMISSION = (
+    "==PROF== Connected to process 504 (/usr/bin/python3.12)\n"
+    "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
+    "Counters on the target device 0. For instructions on enabling permissions and to get more "
+    "information see https://developer.nvidia.com/ERR_NVGPUCTRPERM\n"
+)
+FINE = (  # the first and last lines of a real run's log
+    "==WARNING== Note: Running with unmodified GPU clocks. If not controlled otherwise, profiling "
+    "results may be inconsistent.\n==PROF== Connected to process 504 (/usr/bin/python3.12)\n"
+    '==PROF== Profiling "amp_update_scale_cuda_kernel" - 608: 0%....50%....100% - 3 passes\n'
+    "==PROF== Disconnected from process 504\n==PROF== Report: /root/out/probe_amp.ncu-rep\n"
+)
+
+
+def test_ncu_errors_become_one_line_with_the_fix(tmp_path):
+    assert ncu.log_error(FINE) is None
+    message = ncu.log_error(NO_PERMISSION)
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in message and "root" in message
+    assert "https://developer.nvidia.com/ERR_NVGPUCTRPERM" in message and "\n" not in message
+    assert ncu.log_error("==ERROR== Failed to connect to process\n") == "ncu failed: Failed to connect to process (see ncu.log)"
+    # the worker's own failure is reported from its error file, not as ncu's
+    assert ncu.log_error("==ERROR== The application returned an error code (1).\n") is None
+    (tmp_path / ncu.LOG).write_text(NO_PERMISSION)
+    with pytest.raises(RunFailed) as info:
+        ncu.check_log(tmp_path / ncu.LOG)
+    assert info.value.kind == "profiler"
+
+
+def test_ncu_wraps_the_worker_and_collects_only_between_start_and_stop(compose_cfg, tmp_path):
+    cfg = compose_cfg(["profiler=ncu", f"profiler.executable={sys.executable}"])
+    cmd = ncu.command(cfg, tmp_path)
+    assert cmd[0] == sys.executable
+    def flag(name):
+        return cmd[cmd.index(name) + 1]
+
+    assert flag("--profile-from-start") == "off" and flag("--clock-control") == "none"
+    assert flag("--metrics").split(",") == [ncu.DURATION, *cfg.profiler.metrics.values()]
+    assert flag("--export") == str(tmp_path / "ncu") and flag("--log-file") == str(tmp_path / ncu.LOG)
+
+
+def test_collect_exports_the_report_and_fails_on_ncus_errors(compose_cfg, tmp_path):
+    # A stand-in for ncu that answers `--import` with the real CSV and records its arguments.
+    fake = tmp_path / "ncu"
+    fake.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/args\ncat {RAW}\n')
+    fake.chmod(0o755)
+    cfg = compose_cfg(["profiler=ncu", f"profiler.executable={fake}"])
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(RunFailed, match="wrote no report"):
+        ncu.collect(cfg, out)
+    (out / ncu.REPORT).write_bytes(b"")
+    (out / ncu.LOG).write_text(FINE)
+    metrics, files = ncu.collect(cfg, out)
+    assert metrics["ncu/kernels"] == 6 and metrics["ncu/tensor_pipe_pct"] == pytest.approx(3999974.4 / 140000)
+    assert files[0] == str(out / ncu.CSV) and (out / ncu.CSV).read_text() == RAW.read_text()
+    args = (tmp_path / "args").read_text().split()
+    assert args[:2] == ["--import", str(out / ncu.REPORT)] and "raw" in args and "base" in args
+    (out / ncu.LOG).write_text(NO_PERMISSION)
+    with pytest.raises(RunFailed, match="ERR_NVGPUCTRPERM") as info:
+        ncu.collect(cfg, out)
+    assert info.value.kind == "profiler"
+
+
+@pytest.mark.parametrize("override,key", [("dist=1n2g", "dist=1n2g"), ("dist.accelerator=cpu", "dist.accelerator=cpu")])
+def test_ncu_needs_one_gpu_process(compose_cfg, override, key):
+    cfg = compose_cfg(["profiler=ncu", f"profiler.executable={sys.executable}", override])
+    if cfg.dist.accelerator == Accelerator.auto:
+        cfg.dist.accelerator = Accelerator.gpu  # as launch.preflight resolves it on a GPU host
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        ncu.preflight(cfg)
+
+
+def test_ncu_not_on_path_names_the_key(compose_cfg, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # a host without Nsight Compute, wherever this runs
+    with pytest.raises(ConfigError) as info:
+        ncu.preflight(compose_cfg(["profiler=ncu"]))
+    assert str(info.value).startswith("profiler=ncu needs Nsight Compute's ncu, not found as 'ncu' on PATH;")
+    assert "profiler.executable=/path/to/ncu" in str(info.value)
+
+
+def test_missing_ncu_is_one_line_and_no_run(tmp_path):
+    proc = rn50(tmp_path, *TINY, "profiler=ncu", "profiler.executable=/nonexistent/ncu")
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith("rn50: error: profiler=ncu needs Nsight Compute"), proc.stderr
+    assert "not found as '/nonexistent/ncu'" in errors[0] and "profiler.executable=" in errors[0]
+    assert not runs_in(tmp_path)
