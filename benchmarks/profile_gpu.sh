@@ -18,13 +18,13 @@ run() {  # NAME OVERRIDES...: one rn50 run, its log and files kept under OUTDIR/
   mkdir -p "$out/$name"
   cp "$work/$name"/{summary.json,kernels.csv,ncu_kernels.csv,ncu.log} "$out/$name/" 2>/dev/null
 }
-for round in 1 2; do  # NVTX's cost: alternate off and on
-  run nvtx-off-$round profiler.nvtx=false bench.repeats=5
-  run nvtx-on-$round profiler.nvtx=true bench.repeats=5
-done
 for precision in amp fp32; do
   run pytorch-$precision precision=$precision profiler=pytorch
   run ncu-$precision precision=$precision profiler=ncu profiler.executable="$ncu"
+done
+for round in 1 2; do  # NVTX's cost: alternate off and on
+  run nvtx-off-$round profiler.nvtx=false bench.repeats=5
+  run nvtx-on-$round profiler.nvtx=true bench.repeats=5
 done
 cp mlflow.db "$out/"
 python3 - "$out" <<'PY' | tee "$out/result.txt"
