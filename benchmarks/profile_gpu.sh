@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Profilers on one GPU: NVTX on and off (its cost), profiler=pytorch and profiler=ncu under amp and fp32.
-# Usage: benchmarks/profile_gpu.sh OUTDIR   (run from the repository root; needs ncu's hardware counters)
+# Usage: benchmarks/profile_gpu.sh OUTDIR [PART...]   (run from the repository root; ncu needs the
+# GPU's hardware counters). PARTs: pytorch, ncu, nvtx (default: all three; one call may not fit them).
 set -uo pipefail
-out=${1:?output directory}
+out=${1:?output directory}; shift
+parts=${*:-pytorch ncu nvtx}
 repo=$(pwd)
 export PYTHONPATH=$repo${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -n 1)
@@ -18,13 +20,15 @@ run() {  # NAME OVERRIDES...: one rn50 run, its log and files kept under OUTDIR/
   mkdir -p "$out/$name"
   cp "$work/$name"/{summary.json,kernels.csv,ncu_kernels.csv,ncu.log} "$out/$name/" 2>/dev/null
 }
-for precision in amp fp32; do
-  run pytorch-$precision precision=$precision profiler=pytorch
-  run ncu-$precision precision=$precision profiler=ncu profiler.executable="$ncu"
-done
-for round in 1 2; do  # NVTX's cost: alternate off and on
-  run nvtx-off-$round profiler.nvtx=false bench.repeats=5
-  run nvtx-on-$round profiler.nvtx=true bench.repeats=5
+for part in $parts; do
+  case $part in
+    pytorch|ncu) for precision in amp fp32; do
+                   run $part-$precision precision=$precision profiler=$part profiler.executable="$ncu"; done ;;
+    nvtx) for round in 1 2; do  # NVTX's cost: alternate off and on
+            run nvtx-off-$round profiler.nvtx=false bench.repeats=5
+            run nvtx-on-$round profiler.nvtx=true bench.repeats=5
+          done ;;
+  esac
 done
 cp mlflow.db "$out/"
 python3 - "$out" <<'PY' | tee "$out/result.txt"

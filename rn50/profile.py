@@ -91,8 +91,12 @@ def step_window(events) -> Tuple[float, float]:
 
 def device_work(events) -> List[Span]:
     """Kernels, copies and memsets that ran on a GPU."""
+    # torch before 2.12 has no activity_type on its events; there the device copies of
+    # record_function ranges (gpu_user_annotation) are known by their host range's name.
+    annotations = {e.name for e in events if e.device_type == DeviceType.CPU and e.is_user_annotation}
     return [_span(e) for e in events
-            if e.device_type != DeviceType.CPU and e.activity_type in DEVICE_WORK]
+            if e.device_type != DeviceType.CPU and e.name not in annotations
+            and getattr(e, "activity_type", "kernel") in DEVICE_WORK]
 
 
 def _wrapper(event) -> bool:

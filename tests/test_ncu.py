@@ -34,6 +34,32 @@ def test_pipe_utilization_is_weighted_by_kernel_duration():
     assert m["ncu/alu_pipe_pct"] == pytest.approx(1808743.04 / 140000)
 
 
+# Whole reports, as rn50 exported them on an H100 (Nsight Compute 2025.3.1, torch 2.11, batch 256):
+# `python -m rn50 precision=amp profiler=ncu` (one step, 636 kernels) and
+# `python -m rn50 precision=fp32 profiler=ncu bench.warmup_steps=5 bench.steps=10` (923 kernels).
+# The expected figures were computed apart from rn50, with Python's csv module: for each metric,
+# sum(pct * gpu__time_duration.sum) / sum(gpu__time_duration.sum) over every kernel row.
+REPORTS = {
+    "amp": (636, 50846464, {"tensor_pipe_pct": 15.860364529576733, "fma_pipe_pct": 8.665866634108523,
+                            "fp16_pipe_pct": 3.587698759937367, "sfu_pipe_pct": 1.5115718914101874,
+                            "alu_pipe_pct": 15.658918519879766}),
+    "fp32": (923, 265713568, {"tensor_pipe_pct": 0.2900674952360732, "fma_pipe_pct": 37.0295605975228,
+                              "fp16_pipe_pct": 0.0, "sfu_pipe_pct": 0.5617558660760598,
+                              "alu_pipe_pct": 16.23899712520515}),
+}
+
+
+@pytest.mark.parametrize("precision", sorted(REPORTS))
+def test_a_real_report_gives_the_hand_computed_figures(compose_cfg, precision):
+    kernels, total_ns, expected = REPORTS[precision]
+    m = ncu.aggregate(Path(__file__).parent / "data" / f"ncu_h100_{precision}.csv",
+                      compose_cfg(["profiler=ncu"]).profiler.metrics)
+    assert m["ncu/kernels"] == kernels
+    assert m["ncu/profiled_gpu_ms"] == pytest.approx(total_ns / 1e6)
+    for name, value in expected.items():
+        assert m[f"ncu/{name}"] == pytest.approx(value, rel=1e-9, abs=1e-12), name
+
+
 def test_a_metric_ncu_did_not_report_is_left_out_with_a_warning(compose_cfg, caplog):
     metrics = compose_cfg(["profiler=ncu"]).profiler.metrics  # this CSV has no fp16 or xu column
     m = ncu.aggregate(RAW, metrics)

@@ -118,3 +118,18 @@ def test_profiled_runs_are_no_speedup_reference():
 
     rows = add_scaling([row(1, 1000.0, False), row(1, 500.0, True), row(2, 1800.0, False)])
     assert [r["speedup"] for r in rows] == [1.0, 0.5, 1.8]  # all against the unprofiled 1000
+
+
+def test_ncu_runs_have_no_throughput_in_reports(compose_cfg, tmp_path):
+    # ncu intercepts every kernel launch of the measured window too (docs/benchmarks.md).
+    from rn50 import report, tracking
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    for profiler in ("none", "ncu", "pytorch"):
+        cfg = compose_cfg([f"profiler={profiler}", f"mlflow.tracking_uri={uri}"])
+        run_id = tracking.start_run(cfg, profiler, {})
+        tracking.log_results(uri, run_id, {"throughput/images_per_sec": 1000.0})
+        tracking.end_run(uri, run_id, ok=True)
+    rows = {r["point"]: r for r in report.collect(uri, experiment="rn50")}
+    assert rows["ncu"]["images_per_sec_median"] is None and rows["ncu"]["speedup"] is None
+    assert rows["pytorch"]["images_per_sec_median"] == 1000.0 and rows["none"]["speedup"] == 1.0
