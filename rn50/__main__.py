@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import launch, ncu, schema, tracking
+from rn50 import launch, ncu, schema, slurm, tracking
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, RunFailed, reported
 from rn50.schema import ClusterName
@@ -30,8 +30,11 @@ log = logging.getLogger("rn50")
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def run(cfg: DictConfig) -> Optional[dict]:
     # Report here: an exception leaving the task makes Hydra print more than one line,
-    # and in a sweep it would stop the remaining jobs and the report.
-    with reported(exit=HydraConfig.get().mode != RunMode.MULTIRUN):
+    # and in a sweep it would stop the remaining jobs and the report. A SLURM task is
+    # one rank: it must fail visibly, so that submitit records the failure and srun
+    # stops the other ranks instead of leaving them waiting in a collective.
+    slurm_task = cfg.cluster.name == ClusterName.slurm and "SLURM_PROCID" in os.environ
+    with reported(exit=HydraConfig.get().mode != RunMode.MULTIRUN, reraise=slurm_task):
         return benchmark(cfg, parent=os.environ.get(PARENT_ENV))
 
 
@@ -41,7 +44,10 @@ def benchmark(cfg: DictConfig, parent: Optional[str]) -> Optional[dict]:
     name = schema.run_name(cfg)
     if cfg.dry_run:
         launch.preflight(cfg, here=cfg.cluster.name == ClusterName.local)
-        print(launch.plan(cfg, hydra_cfg.overrides.task))
+        if cfg.cluster.name == ClusterName.slurm:  # hydra.mode=RUN, as in launchers/rn50.sbatch
+            print(f"sbatch {slurm.describe(slurm.resources(cfg, {}))}")
+        else:
+            print(launch.plan(cfg, hydra_cfg.overrides.task))
         return None
     rank = launch.process_rank(cfg)
     uri = cfg.mlflow.tracking_uri
@@ -73,6 +79,13 @@ def benchmark(cfg: DictConfig, parent: Optional[str]) -> Optional[dict]:
             launch.run_local(cfg.dist.gpus_per_node, worker_args)
     except RunFailed as exc:
         tracking.end_run(uri, run_id, ok=False, tags={"failure": exc.kind, "error": str(exc)[:500]})
+        raise
+    except SystemExit:
+        if cfg.cluster.name == ClusterName.local:
+            tracking.end_run(uri, run_id, ok=False, killed=True)
+        else:  # Lightning's SIGTERMException: torchrun or srun stopping every rank
+            tracking.end_run(uri, run_id, ok=False, tags={
+                "failure": "stopped", "error": "stopped by SIGTERM: another rank failed, or the job was cancelled"})
         raise
     except BaseException:
         tracking.end_run(uri, run_id, ok=False, killed=True)

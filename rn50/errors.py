@@ -37,10 +37,11 @@ def _one_line(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def reported(prog: str = "rn50", exit: bool = True):
+def reported(prog: str = "rn50", exit: bool = True, reraise: bool = False):
     """Turn known errors into `prog: error: <one line>` and exit status 2 (1 for a failed run).
 
     With exit=False the error is printed and swallowed, so a sweep goes on to its next job.
+    With reraise=True it is printed and raised on, for a caller that must see it fail.
     """
     from hydra.errors import HydraException
 
@@ -48,5 +49,7 @@ def reported(prog: str = "rn50", exit: bool = True):
         yield
     except (Rn50Error, HydraException, OmegaConfBaseException) as exc:
         print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
+        if reraise:
+            raise
         if exit:
             sys.exit(1 if isinstance(exc, RunFailed) else 2)

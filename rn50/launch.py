@@ -125,6 +125,10 @@ def process_rank(cfg: DictConfig) -> int:
                if starter == "torchrun" else "submit with `python -m rn50 cluster=slurm` from a host with sbatch")
         raise ConfigError(f"cluster={cfg.cluster.name.value} but {starter} did not start this process "
                           f"({rank_key} is not set); {how}")
+    if starter == "torchrun" and os.environ.get("TORCHELASTIC_RUN_ID", "none") == "none":
+        # It names the output directory all ranks share (conf/cluster/torchrun.yaml).
+        raise ConfigError("cluster=torchrun needs torchrun's --rdzv-id, the same on every node; "
+                          "the commands that dry_run=true prints carry one")
     world, wanted = int(os.environ[world_key]), cfg.dist.nodes * cfg.dist.gpus_per_node
     if world != wanted:
         raise ConfigError(
@@ -143,8 +147,10 @@ def run_here(cfg: DictConfig, run_id, out) -> None:
     except Exception as exc:
         lines = [line for line in str(exc).splitlines() if line.strip()]
         message = lines[0].strip() if lines else type(exc).__name__
+        # submitit raises UncompletedJobError in rank 0 when SLURM times the job out or preempts it.
+        kind = "slurm" if type(exc).__name__ == "UncompletedJobError" else failure_kind(message)
         raise RunFailed(f"rank {os.environ.get(RANK_ENV[cfg.cluster.name][0], 0)} failed: {message}",
-                        kind=failure_kind(message)) from exc
+                        kind=kind) from exc
 
 
 def plan(cfg: DictConfig, overrides) -> str:

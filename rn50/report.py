@@ -50,7 +50,7 @@ def _row(run) -> Dict:
         "images_per_sec_mean": m.get("throughput/images_per_sec_mean") if comparable else None,
         "gpu_utilization_pct": m.get("gpu/utilization_pct"),
         "data_wait_pct": m.get("data/wait_pct"),
-        "mfu_pct": m.get("mfu_pct"),
+        "mfu_pct": m.get("mfu_pct") if comparable else None,
         "status": status, "failure": failure,
         "error": t.get("error", ""),
         "profiled": p.get("profiler.name", "none") != "none",

@@ -34,7 +34,11 @@ def resources(cfg: DictConfig, launcher_params: Dict[str, Any]) -> Dict[str, Any
         tasks_per_node=cfg.dist.gpus_per_node,
         gpus_per_node=None if cfg.dist.accelerator == Accelerator.cpu else cfg.dist.gpus_per_node,
         timeout_min=c.timeout_min,
-        additional_parameters={**params.get("additional_parameters", {}), **c.sbatch},
+        # A bare flag (+cluster.sbatch.exclusive=) is True for submitit, which writes it bare.
+        additional_parameters={**params.get("additional_parameters", {}),
+                               **{k: True if v == "" else v for k, v in c.sbatch.items()}},
+        # One failed rank ends the job, instead of the others waiting in a collective.
+        srun_args=params.get("srun_args") or ["--kill-on-bad-exit=1"],
     )
     for key in ("cpus_per_task", "partition", "account", "qos"):
         if c[key] is not None:
@@ -55,7 +59,7 @@ def describe(params: Dict[str, Any]) -> str:
         "time": f"{params['timeout_min']}", "partition": params.get("partition"),
         "account": params.get("account"), "qos": params.get("qos"), **params["additional_parameters"],
     }
-    return " ".join(f"--{k}" if v == "" else f"--{k}={v}" for k, v in flags.items() if v is not None)
+    return " ".join(f"--{k}" if v is True else f"--{k}={v}" for k, v in flags.items() if v is not None)
 
 
 def partition_nodes(partition: Optional[str]) -> tuple:
@@ -91,20 +95,23 @@ def check_nodes(cfg: DictConfig) -> None:
 
 
 def last_line(job, exc: Exception) -> str:
-    text = (job.stderr() or "") if hasattr(job, "stderr") else ""
+    text = job.stderr() or ""
     lines = [line for line in text.splitlines() if line.strip()] or str(exc).splitlines() or ["?"]
     return lines[-1].strip()[:300]
 
 
-def close_orphan(cfg: DictConfig, job_id: str, error: str) -> None:
-    """Mark FAILED the run of a job that SLURM stopped; make one for a sweep point that had none."""
+def close_orphan(cfg: DictConfig, job_id: str, error: str, since_ms: int = 0) -> None:
+    """Mark FAILED the run of a job that SLURM stopped; make one for a sweep point that had none.
+
+    since_ms: when the job was submitted; job ids repeat across clusters and SLURM restarts.
+    """
     uri, parent = cfg.mlflow.tracking_uri, os.environ.get(PARENT_ENV)
     tags = {"failure": "slurm", "error": error}
-    runs = tracking.runs_with_tag(uri, cfg.mlflow.experiment_name, "slurm_job_id", job_id)
+    runs = [r for r in tracking.runs_with_tag(uri, cfg.mlflow.experiment_name, "slurm_job_id", job_id)
+            if r.info.start_time >= since_ms]
     for run in runs:
         if run.info.status == "RUNNING":
             tracking.end_run(uri, run.info.run_id, ok=False, tags=tags)
     if not runs and parent:
         run_id = tracking.start_run(cfg, run_name(cfg), {"cluster": "slurm", "slurm_job_id": job_id}, parent)
         tracking.end_run(uri, run_id, ok=False, tags=tags)
-    log.error("%s", error)

@@ -15,7 +15,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from rn50 import report, tracking
-from rn50.errors import reported
+from rn50.errors import ConfigError, reported
 
 PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
 URI_ENV = "RN50_SWEEP_TRACKING_URI"
@@ -34,6 +34,10 @@ def one_slurm_run(config: DictConfig) -> bool:
 
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        if "TORCHELASTIC_RUN_ID" in os.environ:  # every rank would run the whole sweep
+            with reported():
+                raise ConfigError("--multirun under torchrun: run one point per torchrun, or sweep "
+                                  "with cluster=slurm or cluster=local")
         if config.dry_run or one_slurm_run(config):
             return
         HydraConfig.instance().set_config(config)  # resolves ${hydra:...} in mlflow.tracking_uri

@@ -95,6 +95,9 @@ def test_torchrun_world_must_match_dist(compose_cfg, monkeypatch):
         launch.process_rank(cfg)
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(ConfigError, match="needs torchrun's --rdzv-id"):  # torchrun's default id, none
+        launch.process_rank(cfg)
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "rn50-test")
     with pytest.raises(ConfigError, match="dist=1n2g needs 2 processes but torchrun started 3"):
         launch.process_rank(cfg)
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -153,3 +156,15 @@ def test_a_run_whose_job_slurm_ended_is_closed(compose_cfg, tmp_path, monkeypatc
     assert runs["41"].data.tags["failure"] == "slurm" and "TIME LIMIT" in runs["41"].data.tags["error"]
     assert runs["42"].info.status == "FAILED" and runs["42"].data.tags["mlflow.parentRunId"] == parent
     assert runs["42"].data.params["cluster.name"] == "slurm"
+
+
+def test_a_failing_slurm_job_fails_the_command(slurm_cluster, tmp_path):
+    # A batch no allocator holds: every rank runs out of memory; srun ends the job, none waits.
+    proc = rn50(tmp_path, "cluster=slurm", *CPU_PAIR, "data.batch_size=100000000", env=slurm_cluster.env,
+                timeout=300)
+    assert proc.returncode == 1
+    # The test cluster keeps no accounting, so submitit warns that sacct failed on every poll.
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("rn50: error:")]
+    assert len(errors) == 1 and "SLURM job" in errors[0], proc.stderr[-3000:]
+    (run,) = runs_in(tmp_path)
+    assert run.info.status == "FAILED" and run.data.tags["failure"] == "oom"

@@ -8,6 +8,7 @@ closes in MLflow the runs of jobs that SLURM ended before their rank 0 could.
 
 import logging
 import os
+import time
 from typing import Sequence
 
 from hydra.core.hydra_config import HydraConfig
@@ -46,25 +47,32 @@ class SlurmLauncher(SubmititSlurmLauncher):
             folder=self.params["submitit_folder"], cluster="slurm",
             slurm_max_num_timeout=self.params["max_num_timeout"],
         )
-        jobs = []
+        jobs, submitted_ms = [], int(time.time() * 1000)
         for idx, (overrides, params) in enumerate(zip(job_overrides, plans), initial_job_idx):
             executor.update_parameters(**slurm.submitit_parameters(params))
             job = executor.submit(self, list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}",
                                   Singleton.get_state())
             log.info("#%d: SLURM job %s: sbatch %s", idx, job.job_id, slurm.describe(params))
             jobs.append(job)
-        return [self._wait(job, cfg, overrides) for job, cfg, overrides in zip(jobs, configs, job_overrides)]
+        return [self._wait(job, cfg, overrides, submitted_ms) for job, cfg, overrides in zip(jobs, configs, job_overrides)]
 
-    def _wait(self, job, cfg: DictConfig, overrides) -> JobReturn:
+    def checkpoint(self, *args, **kwargs) -> None:
+        """No requeue on preemption or time-out: a benchmark is not resumed (submitit asks this)."""
+        return None
+
+    def _wait(self, job, cfg: DictConfig, overrides, submitted_ms: int) -> JobReturn:
         """The job's JobReturn; a job SLURM ended early gets its run closed, or a failed row made."""
         try:
             result = job.results()[0]  # rank 0's
             summary = result.return_value
         except Exception as exc:  # submitit raises for a failed or killed job
             error = f"SLURM job {job.job_id} ended: {slurm.last_line(job, exc)}"
-            slurm.close_orphan(cfg, job.job_id, error)
+            slurm.close_orphan(cfg, job.job_id, error, submitted_ms)
             result, summary = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED), None
+            if os.environ.get(PARENT_ENV):
+                log.warning("%s", error)
         if summary is None and not os.environ.get(PARENT_ENV):
             # One run, not a sweep: its failure is the command's (a sweep's is in its report).
-            raise RunFailed(f"SLURM job {job.job_id} failed; its log: {job.paths.stderr}")
+            raise RunFailed(f"SLURM job {job.job_id} failed; the MLflow run's error tag and the job's log "
+                            f"{job.paths.stderr} say why")
         return result
