@@ -2,26 +2,28 @@
 # Start an MLflow tracking server that many rn50 processes or nodes can log to at once
 # (a shared sqlite file races on first schema creation; a server does not).
 #
-#   launchers/mlflow_server.sh [--host ADDR] [--port PORT] [--backend URI] [--artifacts DIR]
+#   launchers/mlflow_server.sh [--host ADDR] [--port PORT] [--backend URI] [--artifacts DIR] [--workers N]
 #
 #   --host       address to bind (default 127.0.0.1; use the node's cluster address for other nodes)
 #   --port       port (default 5000)
 #   --backend    sqlite:////shared/mlflow/mlflow.db (default: ./mlflow.db) or postgresql://user:pass@db/mlflow
 #   --artifacts  directory on storage every node can reach (default: ./mlartifacts)
+#   --workers    server processes (default 4)
 #
 # Then point runs at it:  python -m rn50 mlflow.tracking_uri=http://ADDR:PORT
 set -euo pipefail
-host=127.0.0.1 port=5000 backend="sqlite:///$(pwd)/mlflow.db" artifacts="$(pwd)/mlartifacts"
+host=127.0.0.1 port=5000 workers=4 backend="sqlite:///$(pwd)/mlflow.db" artifacts="$(pwd)/mlartifacts"
 while [ $# -gt 0 ]; do
   case "$1" in
     --host) host=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
     --backend) backend=$2; shift 2 ;;
     --artifacts) artifacts=$2; shift 2 ;;
+    --workers) workers=$2; shift 2 ;;
     *) echo "mlflow_server.sh: error: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$artifacts"
 # --serve-artifacts: clients upload through the server, so nodes need no access to the artifact path.
 exec mlflow server --host "$host" --port "$port" --backend-store-uri "$backend" \
-  --artifacts-destination "$artifacts" --serve-artifacts --workers 4
+  --artifacts-destination "$artifacts" --serve-artifacts --workers "$workers"

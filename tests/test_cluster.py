@@ -23,19 +23,28 @@ def one_error(proc) -> str:
 
 
 def test_slurm_run_and_sweep(slurm_cluster, tmp_path):
-    one, sweep = tmp_path / "one", tmp_path / "sweep"
-    for cwd in (one, sweep):
+    one, sweep, bad = tmp_path / "one", tmp_path / "sweep", tmp_path / "bad"
+    for cwd in (one, sweep, bad):
         cwd.mkdir()
         shutil.copy(_empty_store(), cwd / "mlflow.db")
-    # Both at once, as users would: three jobs of one and two tasks share the test cluster.
+    # All at once, as users would: four jobs of one and two tasks share the test cluster. In `bad`
+    # every rank runs out of memory (a batch no allocator holds); srun ends the job, none waits.
     commands = {one: ["cluster=slurm", *CPU_PAIR],
-                sweep: ["--multirun", "cluster=slurm", *TINY, "dist=1n1g,1n2g"]}
+                sweep: ["--multirun", "cluster=slurm", *TINY, "dist=1n1g,1n2g"],
+                bad: ["cluster=slurm", *CPU_PAIR, "data.batch_size=100000000"]}
     env = {**slurm_cluster.env, "PYTHONPATH": str(ROOT)}
     procs = {cwd: subprocess.Popen([sys.executable, "-m", "rn50", *args], cwd=cwd, env=env, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE) for cwd, args in commands.items()}
-    for cwd, proc in procs.items():
-        _, stderr = proc.communicate(timeout=480)
-        assert proc.returncode == 0, stderr[-3000:]
+    stderr = {cwd: proc.communicate(timeout=480)[1] for cwd, proc in procs.items()}
+    assert procs[one].returncode == 0, stderr[one][-3000:]
+    assert procs[sweep].returncode == 0, stderr[sweep][-3000:]
+
+    assert procs[bad].returncode == 1
+    # The test cluster keeps no accounting, so submitit warns that sacct failed on every poll.
+    errors = [line for line in stderr[bad].splitlines() if line.startswith("rn50: error:")]
+    assert len(errors) == 1 and "SLURM job" in errors[0], stderr[bad][-3000:]
+    (failed,) = runs_in(bad)
+    assert failed.info.status == "FAILED" and failed.data.tags["failure"] == "oom"
 
     (run,) = runs_in(one)  # one point is one run, no sweep parent
     assert run.info.status == "FINISHED"
@@ -156,15 +165,3 @@ def test_a_run_whose_job_slurm_ended_is_closed(compose_cfg, tmp_path, monkeypatc
     assert runs["41"].data.tags["failure"] == "slurm" and "TIME LIMIT" in runs["41"].data.tags["error"]
     assert runs["42"].info.status == "FAILED" and runs["42"].data.tags["mlflow.parentRunId"] == parent
     assert runs["42"].data.params["cluster.name"] == "slurm"
-
-
-def test_a_failing_slurm_job_fails_the_command(slurm_cluster, tmp_path):
-    # A batch no allocator holds: every rank runs out of memory; srun ends the job, none waits.
-    proc = rn50(tmp_path, "cluster=slurm", *CPU_PAIR, "data.batch_size=100000000", env=slurm_cluster.env,
-                timeout=300)
-    assert proc.returncode == 1
-    # The test cluster keeps no accounting, so submitit warns that sacct failed on every poll.
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("rn50: error:")]
-    assert len(errors) == 1 and "SLURM job" in errors[0], proc.stderr[-3000:]
-    (run,) = runs_in(tmp_path)
-    assert run.info.status == "FAILED" and run.data.tags["failure"] == "oom"

@@ -21,47 +21,44 @@ def split(cwd):
     return parents[0], children
 
 
-def test_batch_sweep_reports_every_point(tmp_path):
-    proc = rn50(tmp_path, "--multirun", *TINY_NO_BATCH, "data.batch_size=2,4")
+def test_sweep_reports_every_point_and_runs_the_right_processes_once(tmp_path):
+    proc = rn50(tmp_path, "--multirun", *TINY_NO_BATCH, "data.batch_size=2,4", "dist=1n1g,1n2g")
     assert proc.returncode == 0, proc.stderr[-3000:]
     parent, children = split(tmp_path)
     assert parent.info.status == "FINISHED"
     assert "data.batch_size=2,4" in parent.data.tags["sweep.overrides"]
     assert parent.data.tags["sweep.start_time"]
-    assert sorted(c.data.params["data.batch_size"] for c in children) == ["2", "4"]
+    points = sorted((c.data.params["data.batch_size"], c.data.tags["world_size"]) for c in children)
+    assert points == [("2", "1"), ("2", "2"), ("4", "1"), ("4", "2")]  # each point once, its own processes
     assert all(c.info.status == "FINISHED" for c in children)
 
     sweep_dir = Path(parent.data.tags["sweep.dir"])
     rows = list(csv.DictReader(open(sweep_dir / "sweep_report.csv")))
-    assert [r["batch_per_gpu"] for r in rows] == ["2", "4"]
-    assert all(float(r["images_per_sec_median"]) > 0 and r["speedup"] == "1.0" for r in rows)
-    assert len(json.loads((sweep_dir / "sweep_report.json").read_text())) == 2
+    assert sorted((r["batch_per_gpu"], r["gpus"]) for r in rows) == [("2", "1"), ("2", "2"), ("4", "1"), ("4", "2")]
+    for r in rows:
+        assert float(r["images_per_sec_median"]) > 0
+        if r["gpus"] == "1":
+            assert r["speedup"] == "1.0"
+        else:
+            assert float(r["speedup"]) > 0
+            assert float(r["scaling_efficiency_pct"]) == float(r["speedup"]) * 50
+    assert len(json.loads((sweep_dir / "sweep_report.json").read_text())) == 4
     table = (sweep_dir / "sweep_report.md").read_text().splitlines()
-    assert len(table) == 4 and "images/sec median" in table[0]
+    assert len(table) == 6 and "images/sec median" in table[0]
     for png in ("throughput_vs_batch.png", "speedup_vs_gpus.png"):
         assert (sweep_dir / png).read_bytes()[:4] == b"\x89PNG"
+
+    pair = next(c for c in children if c.data.tags["world_size"] == "2")  # two processes, one run
+    m = pair.data.metrics
+    assert m["throughput/images_per_sec"] == pytest.approx(2 * m["throughput/images_per_sec_per_device"])
+    steps = list(csv.DictReader(open(Path(pair.data.tags["output_dir"]) / "step_times.csv")))
+    assert {s["rank"] for s in steps} == {"0", "1"}
 
     # The same report again, from the tracking store alone.
     again = rn50(tmp_path, "--parent-run-id", parent.info.run_id, "--out", "again", module="rn50.report")
     assert again.returncode == 0, again.stderr[-2000:]
     assert (tmp_path / "again" / "sweep_report.csv").read_text() == (sweep_dir / "sweep_report.csv").read_text()
     assert (tmp_path / "again" / "sweep_report.md").read_text() == (sweep_dir / "sweep_report.md").read_text()
-
-
-def test_dist_sweep_runs_the_right_processes_once(tmp_path):
-    proc = rn50(tmp_path, "--multirun", *TINY, "dist=1n1g,1n2g")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    _, children = split(tmp_path)
-    assert sorted(c.data.tags["world_size"] for c in children) == ["1", "2"]
-    report = Path(children[0].data.tags["output_dir"]).parent / "sweep_report.csv"
-    rows = {r["gpus"]: r for r in csv.DictReader(open(report))}
-    assert set(rows) == {"1", "2"} and float(rows["2"]["speedup"]) > 0
-    assert float(rows["2"]["scaling_efficiency_pct"]) == float(rows["2"]["speedup"]) * 50
-    (pair,) = [c for c in children if c.data.tags["world_size"] == "2"]  # two processes, one run
-    m = pair.data.metrics
-    assert m["throughput/images_per_sec"] == pytest.approx(2 * m["throughput/images_per_sec_per_device"])
-    steps = list(csv.DictReader(open(Path(pair.data.tags["output_dir"]) / "step_times.csv")))
-    assert {s["rank"] for s in steps} == {"0", "1"}
 
 
 def test_failed_points_do_not_stop_the_sweep(tmp_path):

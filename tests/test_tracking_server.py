@@ -24,7 +24,7 @@ def server(tmp_path):
     port = free_port()
     env = {**os.environ, "PATH": f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"}
     proc = subprocess.Popen(
-        [str(ROOT / "launchers" / "mlflow_server.sh"), "--port", str(port),
+        [str(ROOT / "launchers" / "mlflow_server.sh"), "--port", str(port), "--workers", "1",
          "--backend", f"sqlite:///{tmp_path}/server.db", "--artifacts", str(tmp_path / "artifacts")],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
