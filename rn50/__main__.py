@@ -80,15 +80,13 @@ def benchmark(cfg: DictConfig, parent: Optional[str]) -> Optional[dict]:
     except RunFailed as exc:
         tracking.end_run(uri, run_id, ok=False, tags={"failure": exc.kind, "error": str(exc)[:500]})
         raise
-    except SystemExit:
-        if cfg.cluster.name == ClusterName.local:
-            tracking.end_run(uri, run_id, ok=False, killed=True)
-        else:  # Lightning's SIGTERMException: torchrun or srun stopping every rank
+    except BaseException as exc:
+        if isinstance(exc, SystemExit) and cfg.cluster.name != ClusterName.local:
+            # Lightning's SIGTERMException: torchrun or srun stopping every rank.
             tracking.end_run(uri, run_id, ok=False, tags={
                 "failure": "stopped", "error": "stopped by SIGTERM: another rank failed, or the job was cancelled"})
-        raise
-    except BaseException:
-        tracking.end_run(uri, run_id, ok=False, killed=True)
+        else:
+            tracking.end_run(uri, run_id, ok=False, killed=True)
         raise
     tracking.end_run(uri, run_id, ok=True)
 

@@ -106,11 +106,17 @@ def run_local(nprocs: int, worker_args: list, prefix: Sequence[str] = ()) -> Non
         message = failure.message
         if isinstance(message, dict):  # the error file written by the worker's @record
             message = message.get("message", "")
-        lines = [line for line in str(message).splitlines() if line.strip()]
-        # A DataLoader worker's error arrives as "Caught X in DataLoader worker ...", traceback, "X: ...".
-        message = (lines[-1] if "in DataLoader worker" in lines[0] else lines[0]) if lines else ""
-        message = message.strip() or f"exit code {failure.exitcode}"
+        message = error_line(str(message)) or f"exit code {failure.exitcode}"
         raise RunFailed(f"rank {rank} failed: {message}", kind=failure_kind(message)) from None
+
+
+def error_line(text: str) -> str:
+    """The line of an error message that says what went wrong; empty for an empty message."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    # A DataLoader worker's error arrives as "Caught X in DataLoader worker ...", traceback, "X: ...".
+    return lines[-1] if "in DataLoader worker" in lines[0] else lines[0]
 
 
 def process_rank(cfg: DictConfig) -> int:
@@ -145,8 +151,7 @@ def run_here(cfg: DictConfig, run_id, out) -> None:
     try:
         worker.run(cfg, run_id, out)
     except Exception as exc:
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        message = lines[0].strip() if lines else type(exc).__name__
+        message = error_line(str(exc)) or type(exc).__name__
         # submitit raises UncompletedJobError in rank 0 when SLURM times the job out or preempts it.
         kind = "slurm" if type(exc).__name__ == "UncompletedJobError" else failure_kind(message)
         raise RunFailed(f"rank {os.environ.get(RANK_ENV[cfg.cluster.name][0], 0)} failed: {message}",

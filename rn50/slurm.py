@@ -7,6 +7,7 @@ per node. Every task is one rank: it runs the Hydra job (rn50/__main__.py), whic
 joins the others through Lightning's SLURM environment, and rank 0 records the run.
 """
 
+import functools
 import logging
 import os
 import shutil
@@ -62,6 +63,7 @@ def describe(params: Dict[str, Any]) -> str:
     return " ".join(f"--{k}" if v is True else f"--{k}={v}" for k, v in flags.items() if v is not None)
 
 
+@functools.lru_cache(maxsize=None)  # one sinfo per partition, however many points a sweep has
 def partition_nodes(partition: Optional[str]) -> tuple:
     """(name, node count) of the partition, or of the default one when partition is None."""
     if shutil.which("sinfo") is None:
