@@ -1,15 +1,18 @@
-"""python -m rn50: compose a run, start its processes, record it in MLflow.
+"""python -m rn50: compose a run, check it, record it in MLflow, launch its ranks.
 
-The processes (rn50/worker.py) build the model, fit, measure and log the
-figures; this process owns the MLflow run, so a run whose processes crash,
-run out of memory or are interrupted is still closed with the right status.
-In a --multirun each job is a child of the sweep's run (rn50/sweep.py).
+This process never imports torch or Lightning: the ranks do (rn50/rank.py), kept warm
+between the points of a sweep (rn50/pool.py), and send their measurements back; this
+process owns the MLflow run, so a run whose ranks crash, run out of memory or are
+interrupted is still closed with the right status. In a --multirun each job is a
+child of the sweep's run (rn50/sweep.py).
 """
 
-import json
 import logging
 import os
+import signal
 import socket
+import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -18,9 +21,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import launch, ncu, schema, slurm, tracking
+from rn50 import STARTED, launch, results, schema, tracking
 from rn50.environment import git_commit
-from rn50.errors import ConfigError, RunFailed, reported
+from rn50.errors import ConfigError, Interrupted, reported
 from rn50.schema import ClusterName
 from rn50.sweep import PARENT_ENV, URI_ENV
 
@@ -33,70 +36,43 @@ def run(cfg: DictConfig) -> Optional[dict]:
     # and in a sweep it would stop the remaining jobs and the report. A SLURM task is
     # one rank: it must fail visibly, so that submitit records the failure and srun
     # stops the other ranks instead of leaving them waiting in a collective.
+    sweep = HydraConfig.get().mode == RunMode.MULTIRUN
     slurm_task = cfg.cluster.name == ClusterName.slurm and "SLURM_PROCID" in os.environ
-    with reported(exit=HydraConfig.get().mode != RunMode.MULTIRUN, reraise=slurm_task):
-        return benchmark(cfg, parent=os.environ.get(PARENT_ENV))
+    with reported(exit=not sweep, reraise=slurm_task):
+        parent = os.environ.get(PARENT_ENV)
+        return benchmark(cfg, parent, started=time.time() if parent else STARTED)
 
 
-def benchmark(cfg: DictConfig, parent: Optional[str]) -> Optional[dict]:
-    hydra_cfg = HydraConfig.get()
-    out = Path(hydra_cfg.runtime.output_dir)
+def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optional[dict]:
+    out = Path(HydraConfig.get().runtime.output_dir)
     name = schema.run_name(cfg)
     if cfg.dry_run:
-        launch.preflight(cfg, here=cfg.cluster.name == ClusterName.local)
-        if cfg.cluster.name == ClusterName.slurm:  # hydra.mode=RUN, as in launchers/rn50.sbatch
-            print(f"sbatch {slurm.describe(slurm.resources(cfg, {}))}")
-        else:
-            print(launch.plan(cfg, hydra_cfg.overrides.task))
+        print(launch.dry_run(cfg, HydraConfig.get().overrides.task))
         return None
     rank = launch.process_rank(cfg)
-    uri = cfg.mlflow.tracking_uri
     if rank == 0:
-        tracking.check_reachable(uri)
+        tracking.check_reachable(cfg.mlflow.tracking_uri)
     try:
         launch.preflight(cfg)
     except ConfigError as exc:
         if parent and rank == 0:  # a sweep point that cannot run is still a row of the report
-            run_id = tracking.start_run(cfg, name, run_tags(cfg, out), parent)
-            tracking.end_run(uri, run_id, ok=False, tags={"failure": "config", "error": str(exc)})
+            tracking.record_failure(cfg, name, run_tags(cfg, out), parent, exc)
         raise
     if rank != 0:  # a torchrun or SLURM rank other than 0: rank 0 records the run
-        launch.run_here(cfg, None, out)
+        launch.run_rank_here(cfg, out)
         return None
 
-    config_file = out / "resolved_config.yaml"
-    config_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    run_id = tracking.start_run(cfg, name, run_tags(cfg, out), parent)
-    try:
-        tracking.log_results(uri, run_id, {}, artifacts=[str(config_file)])
-        worker_args = [str(config_file), "--run-id", run_id, "--out", str(out)]
-        if cfg.cluster.name != ClusterName.local:  # torchrun or SLURM started this process as rank 0
-            launch.run_here(cfg, run_id, out)
-        elif cfg.profiler.name == schema.ProfilerName.ncu:  # the one process runs under Nsight Compute
-            metrics, files = ncu.run(cfg, out, worker_args)
-            tracking.log_results(uri, run_id, metrics, artifacts=files)
-        else:
-            launch.run_local(cfg.dist.gpus_per_node, worker_args)
-    except RunFailed as exc:
-        tracking.end_run(uri, run_id, ok=False, tags={"failure": exc.kind, "error": str(exc)[:500]})
-        raise
-    except BaseException as exc:
-        if isinstance(exc, SystemExit) and cfg.cluster.name != ClusterName.local:
-            # Lightning's SIGTERMException: torchrun or srun stopping every rank.
-            tracking.end_run(uri, run_id, ok=False, tags={
-                "failure": "stopped", "error": "stopped by SIGTERM: another rank failed, or the job was cancelled"})
-        else:
-            tracking.end_run(uri, run_id, ok=False, killed=True)
-        raise
-    tracking.end_run(uri, run_id, ok=True)
-
-    summary = json.loads((out / "summary.json").read_text())
-    log.info(
-        "%s: %.1f images/sec (%.1f per device), step %.2f ms median; MLflow run %s",
-        name, summary["throughput/images_per_sec"], summary["throughput/images_per_sec_per_device"],
-        summary["step_time/median_ms"], run_id,
-    )
-    return summary
+    launch.start_ranks(cfg)
+    config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+    (out / "resolved_config.yaml").write_text(config_yaml)
+    with tracking.record(cfg, name, run_tags(cfg, out), parent) as run_id:
+        ranks = launch.run_ranks(cfg, config_yaml, out)
+        record = results.summarize(cfg, ranks, started, time.time())
+        files = results.write_files(record, ranks, out, run_id, cfg)
+        tracking.log_results(cfg.mlflow.tracking_uri, run_id, record.metrics, record.tags, record.series,
+                             [str(out / "resolved_config.yaml"), *files])
+    log.info("%s; MLflow run %s", results.headline(name, record.metrics), run_id)
+    return {"run_id": run_id, **record.metrics}
 
 
 def run_tags(cfg: DictConfig, out: Path) -> dict:
@@ -114,9 +90,15 @@ def run_tags(cfg: DictConfig, out: Path) -> dict:
     }
 
 
+def _sigterm(signum, frame):
+    raise Interrupted("SIGTERM")
+
+
 def main() -> None:
     # Let errors reach `reported`, which prints one line, instead of Hydra's multi-line printer.
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    if "RANK" not in os.environ and "SLURM_PROCID" not in os.environ:
+        signal.signal(signal.SIGTERM, _sigterm)  # a launcher's SIGTERM closes its run as KILLED
     try:
         with reported():
             run()
@@ -125,6 +107,16 @@ def main() -> None:
         parent = os.environ.pop(PARENT_ENV, None)
         if parent and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
             tracking.end_run(os.environ[URI_ENV], parent, ok=False, killed=isinstance(exc, KeyboardInterrupt))
+        if isinstance(exc, KeyboardInterrupt):
+            what = getattr(exc, "signal_name", "SIGINT")
+            note = getattr(exc, "note", "") or "no run was open"
+            print(f"rn50: interrupted by {what}: {note}" + (f"; sweep {parent} marked KILLED" if parent else ""),
+                  file=sys.stderr)
+            sys.exit(128 + (signal.SIGTERM if what == "SIGTERM" else signal.SIGINT))
+        if isinstance(exc, OSError) and exc.filename:  # Hydra's output directory, say, on a read-only disk
+            print(f"rn50: error: cannot write {exc.filename}: {exc.strerror}; run from a writable "
+                  "directory or set hydra.run.dir=/a/writable/path", file=sys.stderr)
+            sys.exit(2)
         raise
 
 

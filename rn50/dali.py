@@ -13,13 +13,12 @@ import os
 import pytorch_lightning as pl
 
 from rn50.data import IMAGENET_MEAN, IMAGENET_STD, load_rgb
+from rn50.checks import MISSING_DALI
 from rn50.errors import Rn50Error
 
 # DALI normalizes 0..255 pixels; torchvision's constants are for 0..1.
 MEAN = [255 * m for m in IMAGENET_MEAN]
 STD = [255 * s for s in IMAGENET_STD]
-MISSING = ('data=dali needs NVIDIA DALI: pip install -e ".[dali-cuda130]" (extras dali-cuda110, '
-           'dali-cuda120, dali-cuda130: pick the one matching your CUDA major version)')
 
 
 def read_files(root: str, shard_id: int, num_shards: int, seed: int):
@@ -62,7 +61,7 @@ class DaliData(pl.LightningDataModule):
         try:
             import nvidia.dali  # noqa: F401
         except ImportError as exc:
-            raise Rn50Error(MISSING) from exc
+            raise Rn50Error(MISSING_DALI) from exc
         self.root, self.batch_size, self.image_size = root, batch_size, image_size
         self.num_threads, self.channels_last, self.fp16, self.seed = num_threads, channels_last, fp16, seed
 

@@ -10,7 +10,6 @@ from PIL import Image
 from torch.utils.data import DataLoader, DistributedSampler
 from torchvision import datasets, transforms
 
-from rn50.errors import ConfigError
 from rn50.schema import DataName, PrecisionName
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -72,31 +71,6 @@ class ImageFolderData(pl.LightningDataModule):
         if self.channels_last:  # on the device, so the copy is a fast device-side one
             images = images.contiguous(memory_format=torch.channels_last)
         return images, labels
-
-
-def count_train_images(root: str, global_batch: int) -> int:
-    """Check root/train/<class>/ before any process starts; ConfigError says what is wrong."""
-    train = Path(root) / "train"
-    if not Path(root).is_dir():
-        raise ConfigError(f"data.root={root} does not exist; point it at a tree with train/<class>/*.JPEG")
-    if not train.is_dir():
-        raise ConfigError(f"data.root={root} has no train/ folder; expected train/<class>/*.JPEG")
-    classes = sorted(d.path for d in os.scandir(train) if d.is_dir())
-    if not classes:
-        raise ConfigError(f"data.root={root}: train/ has no class folders; expected train/<class>/*.JPEG")
-    images = 0
-    for folder in classes:  # ImageFolder looks into subfolders too, and refuses an empty class
-        found = sum(1 for _, _, files in os.walk(folder) for f in files
-                    if f.lower().endswith(datasets.folder.IMG_EXTENSIONS))
-        if not found:
-            raise ConfigError(f"data.root={root}: class folder {folder} has no images")
-        images += found
-    if images < global_batch:
-        raise ConfigError(
-            f"data.root={root} has {images} training images, fewer than one global batch of "
-            f"{global_batch}; lower data.batch_size or add images"
-        )
-    return images
 
 
 def build(cfg) -> pl.LightningDataModule:

@@ -5,8 +5,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Dict, Optional
 
-import torch
-
 from rn50 import nvml
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +29,8 @@ def _version(dist: str) -> str:
 
 
 def software_tags() -> Dict[str, str]:
+    import torch
+
     return {
         "torch_version": torch.__version__,
         "torchvision_version": _version("torchvision"),
@@ -43,6 +43,8 @@ def software_tags() -> Dict[str, str]:
 def gpu_tags(device_type: str) -> Dict[str, str]:
     if device_type != "cuda":
         return {"gpu_model": "none"}
+    import torch
+
     return {
         "gpu_model": torch.cuda.get_device_name(),
         "driver_version": nvml.driver_version() or "unknown",

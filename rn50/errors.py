@@ -22,6 +22,33 @@ class RunFailed(Rn50Error):
         self.kind = kind
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM reached the launcher; `note` says how the run was closed."""
+
+    def __init__(self, signal_name: str = "SIGINT"):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+        self.note = ""
+
+
+OOM_SIGNS = ("outofmemoryerror", "out of memory", "can't allocate memory", "cannot allocate memory")
+
+
+def failure_kind(message: str) -> str:
+    """oom for CUDA's and the CPU allocator's out-of-memory errors, else error."""
+    text = message.lower()
+    return "oom" if any(sign in text for sign in OOM_SIGNS) else "error"
+
+
+def error_line(text: str) -> str:
+    """The line of an error message that says what went wrong; empty for an empty message."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    # A DataLoader worker's error arrives as "Caught X in DataLoader worker ...", traceback, "X: ...".
+    return lines[-1] if "in DataLoader worker" in lines[0] else lines[0]
+
+
 def _one_line(exc: BaseException) -> str:
     from hydra.errors import MissingConfigException
 

@@ -1,28 +1,27 @@
 """Where a run's processes come from, and the checks made before any of them starts.
 
-cluster=local: one process per device on this host, under torch's elastic agent. The
-agent gives each process the torchrun environment, which Lightning picks up instead
-of re-launching the script itself. That keeps Lightning's DDP launcher out of Hydra
-multiruns, where it would re-run the whole sweep in every rank.
+cluster=local: the ranks are processes on this host that rn50/pool.py keeps warm between
+runs of one world size; Lightning sees them as started from outside, so its own DDP
+launcher (which re-runs a whole Hydra multirun in every rank) never runs.
+cluster=torchrun and cluster=slurm: torchrun or SLURM started this process as one rank
+of the run, so it runs its rank here (`run_rank_here`).
 
-cluster=torchrun and cluster=slurm: torchrun or SLURM started this process as one
-rank of the run, so it runs the worker itself (`run_here`).
+Nothing here imports torch: the GPU count comes from NVML.
 """
 
 import importlib.util
 import logging
 import os
 import shlex
-import sys
 import uuid
-from typing import Sequence
-import torch
+from pathlib import Path
+from typing import Optional
+
 from omegaconf import DictConfig
 
-from rn50.errors import ConfigError, RunFailed
-from rn50 import data, ncu, schema
-from rn50.dali import MISSING as MISSING_DALI
-from rn50.schema import Accelerator, ClusterName, DataName, dist_name
+from rn50 import checks, ncu, nvml, pool, schema
+from rn50.errors import ConfigError, RunFailed, error_line, failure_kind
+from rn50.schema import Accelerator, ClusterName, DataName, ProfilerName, dist_name
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +46,7 @@ def resolve_accelerator(cfg: DictConfig, here: bool = True) -> Accelerator:
         return Accelerator.cpu
     if not here:
         return Accelerator.gpu
-    gpus = torch.cuda.device_count()
+    gpus = nvml.visible_gpu_count()
     if gpus == 0 and cfg.dist.accelerator == Accelerator.auto and per_node == 1:
         log.warning("no GPU on this host: dist.accelerator=auto falls back to the CPU")
         return Accelerator.cpu
@@ -59,64 +58,16 @@ def resolve_accelerator(cfg: DictConfig, here: bool = True) -> Accelerator:
     return Accelerator.gpu
 
 
-OOM_SIGNS = ("outofmemoryerror", "out of memory", "can't allocate memory", "cannot allocate memory")
-
-
 def preflight(cfg: DictConfig, here: bool = True) -> None:
     """Everything that can be wrong before a process starts; sets the resolved accelerator."""
     schema.validate(cfg)
     cfg.dist.accelerator = resolve_accelerator(cfg, here)
     if cfg.data.name == DataName.dali and importlib.util.find_spec("nvidia.dali") is None:
-        raise ConfigError(MISSING_DALI)
+        raise ConfigError(checks.MISSING_DALI)
     if cfg.data.name != DataName.synthetic:
         world = cfg.dist.nodes * cfg.dist.gpus_per_node
-        data.count_train_images(cfg.data.root, cfg.data.batch_size * world)
+        checks.count_train_images(cfg.data.root, cfg.data.batch_size * world)
     ncu.preflight(cfg)
-
-
-def failure_kind(message: str) -> str:
-    """oom for CUDA's and the CPU allocator's out-of-memory errors, else error."""
-    text = message.lower()
-    return "oom" if any(sign in text for sign in OOM_SIGNS) else "error"
-
-
-def run_local(nprocs: int, worker_args: list, prefix: Sequence[str] = ()) -> None:
-    """Run `[PREFIX] python -m rn50.worker ARGS` in nprocs processes; RunFailed names the first failure.
-
-    A prefix is a command that starts the worker itself, such as a profiler's.
-    """
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
-    config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
-        nproc_per_node=nprocs,
-        run_id=str(uuid.uuid4()),
-        rdzv_backend="c10d",
-        rdzv_endpoint="localhost:0",
-        max_restarts=0,
-        monitor_interval=0.5,
-    )
-    try:
-        entrypoint, *args = [*prefix, sys.executable, "-m", "rn50.worker", *worker_args]
-        elastic_launch(config, entrypoint)(*args)
-    except ChildFailedError as exc:
-        rank, failure = exc.get_first_failure()
-        message = failure.message
-        if isinstance(message, dict):  # the error file written by the worker's @record
-            message = message.get("message", "")
-        message = error_line(str(message)) or f"exit code {failure.exitcode}"
-        raise RunFailed(f"rank {rank} failed: {message}", kind=failure_kind(message)) from None
-
-
-def error_line(text: str) -> str:
-    """The line of an error message that says what went wrong; empty for an empty message."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    # A DataLoader worker's error arrives as "Caught X in DataLoader worker ...", traceback, "X: ...".
-    return lines[-1] if "in DataLoader worker" in lines[0] else lines[0]
 
 
 def process_rank(cfg: DictConfig) -> int:
@@ -144,12 +95,37 @@ def process_rank(cfg: DictConfig) -> int:
     return int(os.environ[rank_key])
 
 
-def run_here(cfg: DictConfig, run_id, out) -> None:
-    """Run this process's rank of the benchmark; rank 0 logs into run_id. Failures become RunFailed."""
-    from rn50 import worker
+def start_ranks(cfg: DictConfig) -> None:
+    """cluster=local: have the ranks import torch and make their CUDA contexts while this
+    process opens the MLflow run."""
+    if cfg.cluster.name == ClusterName.local and cfg.profiler.name != ProfilerName.ncu:
+        pool.pool_for(cfg.dist.gpus_per_node, cfg.dist.accelerator.value)
+
+
+def run_ranks(cfg: DictConfig, config_yaml: str, out: Path) -> list:
+    """Every rank's RankResult, from this host's ranks (cluster=local) or, as rank 0, from the
+    ranks torchrun or SLURM started; RunFailed names the first failure."""
+    if cfg.cluster.name != ClusterName.local:
+        return run_rank_here(cfg, out)
+    if cfg.profiler.name != ProfilerName.ncu:
+        return pool.run(cfg.dist.gpus_per_node, cfg.dist.accelerator.value, config_yaml, out)
+    try:  # the one process runs under Nsight Compute
+        ranks = pool.run_once(ncu.command(cfg, out), config_yaml, out)
+    except RunFailed:
+        ncu.check_log(out / ncu.LOG)  # ncu's own error names the cause better than an exit status
+        raise
+    metrics, files = ncu.collect(cfg, out)
+    ranks[0].metrics.update(metrics)
+    ranks[0].files += files
+    return ranks
+
+
+def run_rank_here(cfg: DictConfig, out: Path) -> Optional[list]:
+    """Run this process's rank; rank 0 returns every rank's result. Failures become RunFailed."""
+    from rn50.rank import run_rank  # torch and Lightning: only a rank pays for them
 
     try:
-        worker.run(cfg, run_id, out)
+        return run_rank(cfg, out)
     except Exception as exc:
         message = error_line(str(exc)) or type(exc).__name__
         # submitit raises UncompletedJobError in rank 0 when SLURM times the job out or preempts it.
@@ -158,12 +134,22 @@ def run_here(cfg: DictConfig, run_id, out) -> None:
                         kind=kind) from exc
 
 
+def dry_run(cfg: DictConfig, overrides) -> str:
+    """What dry_run=true prints, after the checks that can be made from this host."""
+    preflight(cfg, here=cfg.cluster.name == ClusterName.local)
+    if cfg.cluster.name == ClusterName.slurm:  # hydra.mode=RUN, as in launchers/rn50.sbatch
+        from rn50 import slurm
+
+        return f"sbatch {slurm.describe(slurm.resources(cfg, {}))}"
+    return plan(cfg, overrides)
+
+
 def plan(cfg: DictConfig, overrides) -> str:
     """What a dry run prints for cluster=local or torchrun: the processes, or each node's command."""
     name, nodes, per_node = dist_name(cfg), cfg.dist.nodes, cfg.dist.gpus_per_node
     device = cfg.dist.accelerator.value
     if cfg.cluster.name == ClusterName.local:
-        return f"dist={name}: {per_node} {device} process(es) on this host, started by torch's elastic agent"
+        return f"dist={name}: {per_node} {device} process(es) on this host, kept warm between runs of a sweep"
     args = [o for o in overrides if not o.startswith(("dry_run=", "cluster="))]
     command = shlex.join([
         "torchrun", f"--nnodes={nodes}", f"--nproc-per-node={per_node}", "--rdzv-backend=c10d",

@@ -2,13 +2,16 @@
 
 from typing import Optional
 
-import torch
-import torchvision
-from lightning_fabric.utilities.throughput import measure_flops
+# Which peak-FLOPs column of conf/mfu/peaks.yaml a precision runs at.
+MATH_MODE = {"fp32": "fp32", "tf32": "tf32", "amp": "fp16", "amp_static": "fp16", "bf16": "bf16"}
 
 
 def flops_per_image(arch: str, num_classes: int, image_size: int) -> float:
     """Forward plus backward FLOPs of one image, counted by Lightning on the meta device."""
+    import torch
+    import torchvision
+    from lightning_fabric.utilities.throughput import measure_flops
+
     batch = 2
     with torch.device("meta"):
         net = getattr(torchvision.models, arch)(weights=None, num_classes=num_classes)

@@ -1,6 +1,6 @@
 """profiler=ncu: Nsight Compute over a few steps after the measured windows.
 
-The one rank runs under `ncu --profile-from-start off`; NcuRange calls cudaProfilerStart
+The one rank runs under `ncu --profile-from-start off`; NcuRange (rn50/ncu_range.py) calls cudaProfilerStart
 and cudaProfilerStop around the profiled steps, so only their kernels are replayed and
 measured. After the process exits, the launching process exports the report's raw page
 as CSV and averages each pipe-utilization metric over the kernels, weighted by each
@@ -15,7 +15,6 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-import pytorch_lightning as pl
 from omegaconf import DictConfig
 
 from rn50.errors import ConfigError, RunFailed
@@ -78,18 +77,6 @@ def command(cfg: DictConfig, out: Path) -> List[str]:
         "--force-overwrite",
         "--log-file", str(out / LOG),
     ]
-
-
-def run(cfg: DictConfig, out: Path, worker_args: Sequence[str]) -> Tuple[Dict[str, float], List[str]]:
-    """Run the one rank under ncu; returns the ncu/ metrics and the artifact paths."""
-    from rn50.launch import run_local  # launch imports this module for its preflight
-
-    try:
-        run_local(1, list(worker_args), prefix=command(cfg, out))
-    except RunFailed:
-        check_log(out / LOG)  # ncu's own error names the cause better than an exit status
-        raise
-    return collect(cfg, out)
 
 
 def log_error(text: str) -> Optional[str]:
@@ -173,26 +160,3 @@ def aggregate(path: Path, metrics: Mapping[str, str]) -> Dict[str, float]:
         if weight > 0:
             result[f"ncu/{name}"] = sum(value * dur for value, dur in pairs) / weight
     return result
-
-
-class NcuRange(pl.Callback):
-    """cudaProfilerStart before step `first_step`, cudaProfilerStop after `steps` steps."""
-
-    def __init__(self, first_step: int, steps: int):
-        self.first_step, self.last_step = first_step, first_step + steps - 1
-        self._step = 0
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        if self._step == self.first_step:
-            import torch
-
-            torch.cuda.synchronize()  # earlier steps' kernels finish outside the range
-            torch.cuda.profiler.start()
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if self._step == self.last_step:
-            import torch
-
-            torch.cuda.synchronize()
-            torch.cuda.profiler.stop()
-        self._step += 1

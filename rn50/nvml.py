@@ -8,6 +8,7 @@ GPU it trains on, found by UUID so CUDA_VISIBLE_DEVICES cannot mislabel it.
 import csv
 import functools
 import math
+import os
 import statistics
 import threading
 import time
@@ -114,3 +115,22 @@ def write_csv(path, per_gpu: Dict[int, Sequence[Sample]]) -> None:
         out.writerow(("gpu", "time_s", *FIELDS))
         for i, samples in sorted(per_gpu.items()):
             out.writerows((i, *s) for s in samples)
+
+
+def visible_gpu_count() -> int:
+    """The GPUs CUDA would show this process, counted through NVML so that no CUDA context
+    (or torch import) is needed: NVML's count, narrowed by CUDA_VISIBLE_DEVICES."""
+    try:
+        count = _nvml().nvmlDeviceGetCount()
+    except Exception:  # no driver or no NVML library: no GPU
+        return 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return count
+    shown = 0
+    for entry in visible.split(","):  # CUDA stops at the first entry that names no device
+        entry = entry.strip()
+        if not entry or entry.startswith("-"):
+            break
+        shown += 1
+    return min(shown, count)

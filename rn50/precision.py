@@ -7,16 +7,6 @@ from pytorch_lightning.plugins.precision import MixedPrecision, Precision
 
 from rn50.schema import PrecisionName
 
-# Which peak-FLOPs column of conf/mfu/peaks.yaml a precision runs at.
-MATH_MODE = {
-    PrecisionName.fp32: "fp32",
-    PrecisionName.tf32: "tf32",
-    PrecisionName.amp: "fp16",
-    PrecisionName.amp_static: "fp16",
-    PrecisionName.bf16: "bf16",
-}
-
-
 class StaticGradScaler(torch.amp.GradScaler):
     """Loss scaling with a fixed scale: overflowing steps are still skipped, the scale never moves."""
 

@@ -164,8 +164,14 @@ class TorchProfile(pl.Callback):
         self.first_step, self.cuda, self.out = first_step, device_type == "cuda", out
         self._step = 0
         self._prof = None
-        self.metrics: Dict[str, float] = {}
-        self.files: List[Path] = []
+        self._metrics: Dict[str, float] = {}
+        self._files: List[Path] = []
+
+    def metrics(self) -> Dict[str, float]:
+        return self._metrics
+
+    def artifacts(self) -> List[str]:
+        return [str(f) for f in self._files]
 
     def _recording(self, step: int) -> bool:
         return step >= 0 and self.schedule(step) in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
@@ -204,5 +210,5 @@ class TorchProfile(pl.Callback):
         trace, table = self.out / "trace.json.gz", self.out / "kernels.csv"
         prof.export_chrome_trace(str(trace))
         write_table(table, kernel_table(work))
-        self.metrics = summarize(work, step_window(events))
-        self.files = [trace, table]
+        self._metrics = summarize(work, step_window(events))
+        self._files = [trace, table]

@@ -14,7 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rn50 import report, tracking
+from rn50 import pool, report, tracking
 from rn50.errors import ConfigError, reported
 
 PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
@@ -57,6 +57,7 @@ class SweepCallback(Callback):
         os.environ[PARENT_ENV] = tracking.start_run(config, f"sweep {started}", tags, params=False)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        pool.close_all()  # the warm ranks go before the report is made
         parent = os.environ.pop(PARENT_ENV, None)
         if parent is None:  # a dry run, or one point
             return

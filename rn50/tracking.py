@@ -1,24 +1,39 @@
-"""Everything rn50 writes to or reads from MLflow goes through here."""
+"""Everything rn50 writes to or reads from MLflow goes through here.
 
+MLflow is imported on first use: answers that need no run (--help, --cfg, dry runs,
+bad input) come back without paying for it.
+"""
+
+import contextlib
 import os
 import time
 import urllib.error
 import urllib.request
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from rn50.errors import Rn50Error
+from rn50.errors import ConfigError, Interrupted, Rn50Error, RunFailed
 
 # MLflow's HTTP client retries for minutes by default; an unreachable server should fail fast.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 
-from mlflow.entities import Metric, Param, RunStatus, RunTag  # noqa: E402
-from mlflow.exceptions import MlflowException  # noqa: E402,F401  (for callers)
-from mlflow.tracking import MlflowClient  # noqa: E402
-
 PARENT_TAG = "mlflow.parentRunId"
+SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks", "file")
+
+
+def __getattr__(name: str):
+    """MlflowClient and MlflowException, imported when a caller first asks for them."""
+    if name == "MlflowClient":
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient
+    if name == "MlflowException":
+        from mlflow.exceptions import MlflowException
+
+        return MlflowException
+    raise AttributeError(name)
 
 
 def flatten(node, prefix: str = "") -> Dict[str, str]:
@@ -37,6 +52,10 @@ def config_params(cfg: DictConfig) -> Dict[str, str]:
 
 def check_reachable(uri: str) -> None:
     """Fail before any work starts when the tracking store cannot be opened."""
+    scheme = uri.split("://")[0].split("+")[0] if "://" in uri else uri
+    if scheme not in SCHEMES:
+        raise ConfigError(f"mlflow.tracking_uri={uri}: unknown scheme {scheme!r}; use sqlite:///path/mlflow.db "
+                          "or http://host:port of an MLflow server")
     if uri.startswith(("http://", "https://")):
         try:
             urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=10).read()
@@ -47,6 +66,8 @@ def check_reachable(uri: str) -> None:
                 "(launchers/mlflow_server.sh) or drop the key to use ./mlflow.db"
             ) from None
         return
+    from mlflow.tracking import MlflowClient
+
     try:
         MlflowClient(uri).search_experiments(max_results=1)
     except Exception as exc:  # MLflow and SQLAlchemy raise many types for a bad store
@@ -54,7 +75,7 @@ def check_reachable(uri: str) -> None:
         raise Rn50Error(f"mlflow.tracking_uri={uri} cannot be opened: {first}") from None
 
 
-def experiment_id(client: MlflowClient, name: str) -> str:
+def experiment_id(client, name: str) -> str:
     experiment = client.get_experiment_by_name(name)
     return experiment.experiment_id if experiment else client.create_experiment(name)
 
@@ -67,6 +88,9 @@ def start_run(
     params: bool = True,
 ) -> str:
     """Create a RUNNING run, with the config as params unless params=False; returns its id."""
+    from mlflow.entities import Param
+    from mlflow.tracking import MlflowClient
+
     client = MlflowClient(cfg.mlflow.tracking_uri)
     all_tags = dict(tags)
     if parent_run_id:
@@ -80,7 +104,7 @@ def start_run(
     return run.info.run_id
 
 
-def search_runs(client: MlflowClient, experiment_ids: List[str], filter_string: str = "") -> list:
+def search_runs(client, experiment_ids: List[str], filter_string: str = "") -> list:
     """Every run matching the filter, across result pages."""
     runs, token = [], None
     while True:
@@ -92,6 +116,8 @@ def search_runs(client: MlflowClient, experiment_ids: List[str], filter_string: 
 
 
 def runs_with_tag(uri: str, experiment: str, key: str, value: str) -> list:
+    from mlflow.tracking import MlflowClient
+
     client = MlflowClient(uri)
     found = client.get_experiment_by_name(experiment)
     return search_runs(client, [found.experiment_id], f"tags.{key} = '{value}'") if found else []
@@ -106,9 +132,12 @@ def log_results(
     artifacts: Iterable[str] = (),
 ) -> None:
     """Summary metrics at step 0, each series as steps 0..n-1, tags and artifact files."""
+    from mlflow.entities import Metric, RunTag
+    from mlflow.tracking import MlflowClient
+
     client = MlflowClient(uri)
     now = int(time.time() * 1000)
-    batch: List[Metric] = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+    batch = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
     for key, values in series.items():
         batch += [Metric(key, float(v), now, i) for i, v in enumerate(values)]
     for i in range(0, len(batch), 1000):
@@ -120,8 +149,57 @@ def log_results(
 
 
 def end_run(uri: str, run_id: str, ok: bool, tags: Mapping[str, str] = {}, killed: bool = False) -> None:
+    from mlflow.entities import RunStatus
+    from mlflow.tracking import MlflowClient
+
     client = MlflowClient(uri)
     for key, value in tags.items():
         client.set_tag(run_id, key, value)
     status = RunStatus.KILLED if killed else RunStatus.FINISHED if ok else RunStatus.FAILED
     client.set_terminated(run_id, RunStatus.to_string(status))
+
+
+@contextlib.contextmanager
+def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str],
+           parent_run_id: Optional[str] = None) -> Iterator[str]:
+    """A run's one lifecycle: open it, yield its id, and close it by how the block ended.
+
+    FINISHED when the block returns; FAILED with `failure` (the RunFailed's kind, `config`
+    for a config that cannot run, `stopped` for a rank that torchrun or srun stopped, else
+    `error`) and a one-line `error` tag; KILLED on Ctrl-C or SIGTERM to the launcher.
+    """
+    uri = cfg.mlflow.tracking_uri
+    run_id = start_run(cfg, run_name, tags, parent_run_id)
+    try:
+        yield run_id
+    except Interrupted as exc:
+        end_run(uri, run_id, ok=False, killed=True)
+        exc.note = f"run {run_id} marked KILLED"
+        raise
+    except BaseException as exc:
+        end_run(uri, run_id, ok=False, tags=failure_tags(exc))
+        raise
+    end_run(uri, run_id, ok=True)
+
+
+def failure_tags(exc: BaseException) -> Dict[str, str]:
+    if isinstance(exc, RunFailed):
+        kind = exc.kind
+    elif isinstance(exc, ConfigError):
+        kind = "config"
+    elif isinstance(exc, SystemExit):  # Lightning's SIGTERMException: torchrun or srun stopping every rank
+        return {"failure": "stopped",
+                "error": "stopped by SIGTERM: another rank failed, or the job was cancelled"}
+    elif isinstance(exc, KeyboardInterrupt):
+        return {"failure": "stopped", "error": "interrupted"}
+    else:
+        kind = "error"
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    return {"failure": kind, "error": message[:500]}
+
+
+def record_failure(cfg: DictConfig, run_name: str, tags: Mapping[str, str], parent_run_id: Optional[str],
+                   exc: BaseException) -> None:
+    """A run that failed before it began (a sweep point whose config cannot run): still a row."""
+    run_id = start_run(cfg, run_name, tags, parent_run_id)
+    end_run(cfg.mlflow.tracking_uri, run_id, ok=False, tags=failure_tags(exc))

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from conftest import TINY, make_tree, rn50, runs_in
-from rn50.data import ImageFolderData, count_train_images
+from rn50.checks import count_train_images
+from rn50.data import ImageFolderData
 from rn50.errors import ConfigError
 
 REAL = [*TINY, "data.num_workers=1"]

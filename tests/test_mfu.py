@@ -3,7 +3,8 @@
 import pytest
 
 from rn50 import mfu
-from rn50.precision import MATH_MODE, StaticGradScaler
+from rn50.mfu import MATH_MODE
+from rn50.precision import StaticGradScaler
 
 
 def test_resnet50_flops_per_image():

@@ -1,19 +1,19 @@
-"""The Lightning callback that times the windows and samples the GPU during them."""
+"""The Lightning callback that times the measured windows and samples the GPU during them."""
 
-import csv
 import socket
 import time
-from typing import Any, Dict, List
+from typing import List, Optional
 
 import pytorch_lightning as pl
 import torch
 
 from rn50 import nvml
+from rn50.results import RankResult, usable_cores
 from rn50.timing import DeviceClock, WindowTimer
 
 
-class Benchmark(pl.Callback):
-    """Marks each step end; after training every rank holds every rank's windows and samples."""
+class ThroughputCallback(pl.Callback):
+    """Marks each step's ends; after training, rank 0's `ranks` holds every rank's RankResult."""
 
     def __init__(self, bench_cfg, telemetry_cfg, device_type: str):
         self.timer = WindowTimer(
@@ -22,7 +22,8 @@ class Benchmark(pl.Callback):
         self.device_type = device_type
         self.interval_s = telemetry_cfg.interval_s
         self.sampler = None
-        self.ranks: List[Dict[str, Any]] = []
+        self.first_step_at = 0.0
+        self.ranks: Optional[List[RankResult]] = None
         # This process's CPU seconds and wall seconds inside the measured windows.
         self._cpu_s = self._wall_s = 0.0
 
@@ -32,6 +33,8 @@ class Benchmark(pl.Callback):
             self.sampler = nvml.Sampler(lambda: nvml.read(handle), self.interval_s)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if not self.first_step_at:
+            self.first_step_at = time.time()
         self.timer.step_start()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -54,29 +57,20 @@ class Benchmark(pl.Callback):
             raise RuntimeError(
                 f"only {len(self.timer.windows)} of {self.timer.repeats} windows were measured"
             )
-        mine = {
-            "windows": self.timer.windows,
-            "samples": self.sampler.samples if self.sampler else [],
-            "hostname": socket.gethostname(),
-            "node_rank": trainer.node_rank,
-            "local_rank": trainer.local_rank,
-            "process_cpu_pct": 100.0 * self._cpu_s / self._wall_s if self._wall_s > 0 else None,
-        }
+        mine = RankResult(
+            rank=trainer.global_rank,
+            node_rank=trainer.node_rank,
+            local_rank=trainer.local_rank,
+            hostname=socket.gethostname(),
+            windows=self.timer.windows,
+            samples=self.sampler.samples if self.sampler else [],
+            process_cpu_pct=100.0 * self._cpu_s / self._wall_s if self._wall_s > 0 else None,
+            cpu_cores=usable_cores(),
+            first_step_at=self.first_step_at,
+        )
         if torch.distributed.is_available() and torch.distributed.is_initialized():
-            self.ranks = [None] * torch.distributed.get_world_size()
-            torch.distributed.all_gather_object(self.ranks, mine)
+            gathered = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(gathered, mine)
         else:
-            self.ranks = [mine]
-
-
-RANK_COLUMNS = ("rank", "node_rank", "local_rank", "hostname", "process_cpu_pct")
-
-
-def write_ranks_csv(path, ranks: List[Dict[str, Any]]) -> None:
-    """Where each rank ran and how busy its process kept the host's CPU in the measured windows."""
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(RANK_COLUMNS)
-        for rank, entry in enumerate(ranks):
-            cpu = entry["process_cpu_pct"]
-            writer.writerow([rank, *(entry[k] for k in RANK_COLUMNS[1:4]), "" if cpu is None else f"{cpu:.1f}"])
+            gathered = [mine]
+        self.ranks = gathered if trainer.is_global_zero else None

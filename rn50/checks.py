@@ -1,0 +1,36 @@
+"""Checks of a run's inputs that need neither torch nor a GPU: they run before any rank starts."""
+
+import os
+from pathlib import Path
+
+from rn50.errors import ConfigError
+
+# What torchvision's ImageFolder reads (datasets.folder.IMG_EXTENSIONS), without importing it.
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+MISSING_DALI = ('data=dali needs NVIDIA DALI: pip install -e ".[dali-cuda130]" (extras dali-cuda110, '
+                'dali-cuda120, dali-cuda130: pick the one matching your CUDA major version)')
+
+
+def count_train_images(root: str, global_batch: int) -> int:
+    """Check root/train/<class>/ before any process starts; ConfigError says what is wrong."""
+    train = Path(root) / "train"
+    if not Path(root).is_dir():
+        raise ConfigError(f"data.root={root} does not exist; point it at a tree with train/<class>/*.JPEG")
+    if not train.is_dir():
+        raise ConfigError(f"data.root={root} has no train/ folder; expected train/<class>/*.JPEG")
+    classes = sorted(d.path for d in os.scandir(train) if d.is_dir())
+    if not classes:
+        raise ConfigError(f"data.root={root}: train/ has no class folders; expected train/<class>/*.JPEG")
+    images = 0
+    for folder in classes:  # ImageFolder looks into subfolders too, and refuses an empty class
+        found = sum(1 for _, _, files in os.walk(folder) for f in files
+                    if f.lower().endswith(IMAGE_EXTENSIONS))
+        if not found:
+            raise ConfigError(f"data.root={root}: class folder {folder} has no images")
+        images += found
+    if images < global_batch:
+        raise ConfigError(
+            f"data.root={root} has {images} training images, fewer than one global batch of "
+            f"{global_batch}; lower data.batch_size or add images"
+        )
+    return images

@@ -1,0 +1,179 @@
+"""cluster=local's ranks: processes kept warm between the runs of one process count.
+
+Starting a rank costs seconds (Python, torch, Lightning, a CUDA context); a sweep's
+points that share a world size and device kind reuse the same ranks. Each rank is a
+`python -m rn50.rank --serve` process holding one end of a socket pair; the launcher
+sends it a run's config and gets back ('ok', results) or ('error', line, kind).
+
+Every point still fails alone: a rank that reports an error or dies takes its pool
+down, and the next point gets fresh processes. The ranks ignore Ctrl-C; the launcher
+kills them when it is interrupted. None of this imports torch.
+"""
+
+import atexit
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from rn50.errors import RunFailed
+
+POOL_ENV = "RN50_POOL_FD"  # rn50/rank.py reads it
+GRACE_S = 10.0  # after one rank fails, how long the others get to report their own error
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _exit_reason(code: Optional[int]) -> str:
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name
+        hint = " (the kernel's out-of-memory killer?)" if name == "SIGKILL" else ""
+        return f"killed by {name}{hint}"
+    return f"exited with code {code}"
+
+
+class RankPool:
+    """`nprocs` rank processes of one world on this host."""
+
+    def __init__(self, nprocs: int):
+        self.nprocs = nprocs
+        self.procs: List[subprocess.Popen] = []
+        self.conns: List[Connection] = []
+        port = _free_port()
+        for rank in range(nprocs):
+            mine, theirs = socket.socketpair()
+            env = {**os.environ, POOL_ENV: str(theirs.fileno())}
+            if nprocs > 1:  # what Lightning's own environment reads to join the ranks
+                env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(nprocs),
+                           RANK=str(rank), LOCAL_RANK=str(rank), NODE_RANK="0")
+            self.procs.append(subprocess.Popen([sys.executable, "-m", "rn50.rank", "--serve"], env=env,
+                                               pass_fds=[theirs.fileno()]))
+            theirs.close()
+            self.conns.append(Connection(mine.detach()))
+        self._ready = False
+
+    def run(self, config_yaml: str, out: Path) -> list:
+        """Run one config on every rank; rank 0's results, or RunFailed naming the first failure."""
+        if not self._ready:  # each rank says so once it has imported torch and made its context
+            self._collect("ready")
+            self._ready = True
+        for conn in self.conns:
+            conn.send({"config": config_yaml, "out": str(out)})
+        return self._collect("ok")[0][1]
+
+    def _collect(self, expected: str) -> list:
+        """One reply from every rank; once one fails, the others get GRACE_S to say why they did."""
+        replies: Dict[int, tuple] = {}
+        pending = dict(enumerate(self.conns))
+        failed = False
+        while pending:
+            ready = wait(list(pending.values()), GRACE_S if failed else None)
+            if not ready:  # the others are stuck in a collective the failed rank left
+                break
+            for rank, conn in list(pending.items()):
+                if conn not in ready:
+                    continue
+                try:
+                    replies[rank] = conn.recv()
+                except (EOFError, OSError):
+                    replies[rank] = ("died", self._exit_code(rank))
+                del pending[rank]
+                failed = failed or replies[rank][0] != expected
+        if not failed:
+            return [replies[r] for r in range(self.nprocs)]
+        self.close(kill=True)
+        raise self._failure(replies)
+
+    def _exit_code(self, rank: int) -> Optional[int]:
+        try:
+            return self.procs[rank].wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _failure(self, replies: Dict[int, tuple]) -> RunFailed:
+        """The first rank's own error; a rank that died without one comes after those that said why."""
+        errors = sorted((r, reply) for r, reply in replies.items() if reply[0] == "error")
+        if errors:
+            rank, (_, message, kind) = errors[0]
+            return RunFailed(f"rank {rank} failed: {message}", kind=kind)
+        rank, (_, code) = sorted((r, reply) for r, reply in replies.items() if reply[0] == "died")[0]
+        return RunFailed(f"rank {rank} failed: {_exit_reason(code)}", kind="error")
+
+    def close(self, kill: bool = False) -> None:
+        for conn in self.conns:
+            try:
+                if not kill:
+                    conn.send(None)
+                conn.close()
+            except OSError:
+                pass
+        for proc in self.procs:
+            if kill and proc.poll() is None:
+                proc.kill()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.procs, self.conns = [], []
+
+    @property
+    def alive(self) -> bool:
+        return bool(self.procs) and all(p.poll() is None for p in self.procs)
+
+
+_pools: Dict[Tuple[int, str], RankPool] = {}
+
+
+def pool_for(nprocs: int, device: str) -> RankPool:
+    """The warm pool of this world size and device kind, started if there is none."""
+    key = (nprocs, device)
+    pool = _pools.get(key)
+    if pool is None or not pool.alive:
+        pool = _pools[key] = RankPool(nprocs)
+    return pool
+
+
+def run(nprocs: int, device: str, config_yaml: str, out: Path) -> list:
+    """Run a config on a warm pool; a failure takes the pool down, so the next run starts fresh."""
+    pool = pool_for(nprocs, device)
+    try:
+        return pool.run(config_yaml, out)
+    except BaseException:
+        pool.close(kill=True)
+        raise
+
+
+def close_all() -> None:
+    while _pools:
+        _pools.popitem()[1].close()
+
+
+atexit.register(close_all)
+
+
+def run_once(prefix: Sequence[str], config_yaml: str, out: Path) -> list:
+    """One rank in a process of its own, started through `prefix` (a profiler that launches
+    programs itself); the task and reply travel as files."""
+    with tempfile.TemporaryDirectory() as tmp:
+        task, result = Path(tmp) / "task.pkl", Path(tmp) / "result.pkl"
+        task.write_bytes(pickle.dumps({"config": config_yaml, "out": str(out)}))
+        done = subprocess.run([*prefix, sys.executable, "-m", "rn50.rank", "--task", str(task),
+                               "--result", str(result)])
+        if result.exists():
+            reply = pickle.loads(result.read_bytes())
+            if reply[0] == "ok":
+                return reply[1]
+            raise RunFailed(f"rank 0 failed: {reply[1]}", kind=reply[2])
+    raise RunFailed(f"rank 0 failed: {_exit_reason(done.returncode)}", kind="error")
+

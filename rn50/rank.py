@@ -1,0 +1,195 @@
+"""One rank of a run: build the model and data, fit, measure; rank 0 gathers every rank's result.
+
+cluster=local: the launcher (rn50/pool.py) keeps these processes warm, `python -m rn50.rank
+--serve`, and sends them one run after another. Under torchrun and SLURM, `python -m rn50`
+is a rank itself and calls `run_rank`. Either way a rank never touches MLflow: rank 0
+returns the RankResults, and whoever owns the run records them (rn50/results.py).
+"""
+
+import argparse
+import gc
+import os
+import pickle
+import signal
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import pytorch_lightning as pl
+import torch
+from omegaconf import OmegaConf
+from pytorch_lightning.plugins.environments import (LightningEnvironment, SLURMEnvironment,
+                                                    TorchElasticEnvironment)
+from pytorch_lightning.profilers import SimpleProfiler
+from pytorch_lightning.strategies import DDPStrategy
+
+from rn50 import data, environment, mfu, precision
+from rn50.errors import failure_kind, error_line
+from rn50.model import ResNetModule
+from rn50.ncu_range import NcuRange
+from rn50.nvtx import NvtxRanges
+from rn50.pool import POOL_ENV
+from rn50.profile import TorchProfile
+from rn50.results import RankResult
+from rn50.schema import Accelerator, ClusterName, ProfilerName, Rn50Config, profiled_steps
+from rn50.throughput import ThroughputCallback
+
+
+
+
+def load_config(text: str):
+    return OmegaConf.merge(OmegaConf.structured(Rn50Config), OmegaConf.create(text))
+
+
+def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path) -> list:
+    """NVTX ranges on GPUs, and the profiler of the steps from first_step on (after the measured windows)."""
+    callbacks = []
+    if cfg.profiler.nvtx and device_type == "cuda":
+        callbacks.append(NvtxRanges())
+    if cfg.profiler.name == ProfilerName.pytorch:
+        callbacks.append(TorchProfile(cfg.profiler, first_step, device_type, out))
+    elif cfg.profiler.name == ProfilerName.ncu:
+        callbacks.append(NcuRange(first_step, cfg.profiler.steps))
+    return callbacks
+
+
+def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out: Path) -> pl.Trainer:
+    world = cfg.dist.nodes * cfg.dist.gpus_per_node
+    profiler = None
+    if cfg.profiler.name == ProfilerName.simple:
+        profiler = SimpleProfiler(dirpath=out, filename="profiler")
+    trainer = pl.Trainer(
+        accelerator="gpu" if device_type == "cuda" else "cpu",
+        devices=cfg.dist.gpus_per_node,
+        num_nodes=cfg.dist.nodes,
+        strategy=DDPStrategy(gradient_as_bucket_view=True) if world > 1 else "auto",
+        plugins=[precision.plugin(cfg.precision.name, device_type, cfg.precision.loss_scale),
+                 *cluster_environment(cfg)],
+        max_steps=total_steps,
+        callbacks=callbacks,
+        profiler=profiler,
+        benchmark=True,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        use_distributed_sampler=False,
+        default_root_dir=out,
+    )
+    skip_sigterm_broadcast(trainer)
+    return trainer
+
+
+def cluster_environment(cfg) -> list:
+    """Say who started the ranks: Lightning would otherwise take SLURM's variables over the
+    launcher's whenever a SLURM allocation surrounds a local or torchrun run."""
+    if cfg.cluster.name == ClusterName.slurm:
+        return [SLURMEnvironment(auto_requeue=False)]  # a benchmark is not resumed
+    if TorchElasticEnvironment.detect():
+        return [TorchElasticEnvironment()]
+    return [LightningEnvironment()] if POOL_ENV in os.environ else []
+
+
+def skip_sigterm_broadcast(trainer: pl.Trainer) -> None:
+    """Lightning 2.6 broadcasts a SIGTERM flag and reads it back on the host every DDP step
+    (Lightning #21487), a device sync inside the measured window. rn50's launchers stop all
+    ranks together (the pool, torchrun, srun), so the broadcast goes."""
+    loop = trainer.fit_loop.epoch_loop
+    if hasattr(loop, "_broadcast_sigterm_tensor"):
+        loop._broadcast_sigterm_tensor = lambda: None
+
+
+def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
+    """This process's rank of the run; rank 0 returns every rank's result, the others None."""
+    device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
+    precision.set_math_mode(cfg.precision.name)
+    pl.seed_everything(cfg.seed, verbose=False)
+    fused = cfg.optim.fused if cfg.optim.fused is not None else device_type == "cuda"
+    model = ResNetModule(cfg.model, cfg.optim, fused)
+    throughput = ThroughputCallback(cfg.bench, cfg.telemetry, device_type)
+    first_profiled = throughput.timer.total_steps
+    extras = profiling_callbacks(cfg, device_type, first_profiled, out)
+    trainer = build_trainer(cfg, device_type, [throughput, *extras], first_profiled + profiled_steps(cfg), out)
+    trainer.fit(model, datamodule=data.build(cfg))
+    ranks = throughput.ranks
+    if ranks is None:
+        return None
+    zero = ranks[0]
+    zero.env_tags = {**environment.software_tags(), **environment.gpu_tags(device_type),
+                     "accelerator": device_type}
+    zero.flops_per_image = mfu.flops_per_image(cfg.model.arch.value, cfg.model.num_classes, cfg.data.image_size)
+    for callback in extras:  # what the profilers measured and wrote
+        zero.metrics.update(getattr(callback, "metrics", dict)())
+        zero.files += getattr(callback, "artifacts", list)()
+    return ranks
+
+
+def leave_process_group() -> None:
+    """Leave together and tear the process group down: a rank exiting with its communicator
+    threads alive can abort (SIGABRT) and fail a finished run."""
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
+def release_memory() -> None:
+    """Between two runs of a warm rank: nothing of the last run stays on the device."""
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    torch._dynamo.reset()  # compiled graphs and their CUDA-graph pools
+
+
+def answer(task: dict):
+    """('ok', results) or ('error', one line, failure kind) for one run."""
+    try:
+        return ("ok", run_rank(load_config(task["config"]), Path(task["out"])))
+    except Exception as exc:
+        message = error_line(str(exc)) or type(exc).__name__
+        return ("error", message, failure_kind(message))
+
+
+def serve(fd: int) -> None:
+    """A pool rank: warm up, then run each task the launcher sends until it says stop."""
+    from multiprocessing.connection import Connection
+
+    conn = Connection(fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher owns Ctrl-C and stops the ranks
+    if torch.cuda.is_available():  # the CUDA context is made before the first task arrives
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        torch.zeros(1, device="cuda")
+    conn.send(("ready",))
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:  # the launcher is gone
+            return
+        if task is None:
+            break
+        reply = answer(task)
+        conn.send(reply)
+        if reply[0] != "ok":
+            return  # a failed rank's state is suspect: the launcher starts fresh ones
+        release_memory()
+    leave_process_group()
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m rn50.rank")
+    parser.add_argument("--serve", action="store_true", help=f"run tasks sent over the socket in ${POOL_ENV}")
+    parser.add_argument("--task", help="a pickled task to run once (under a profiler's own launcher)")
+    parser.add_argument("--result", help="where --task writes its pickled reply")
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(int(os.environ[POOL_ENV]))
+        return
+    reply = answer(pickle.loads(Path(args.task).read_bytes()))
+    Path(args.result).write_bytes(pickle.dumps(reply))
+    sys.exit(0 if reply[0] == "ok" else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""What each rank measured, and the one pure step that turns every rank's part into a run's record.
+
+Ranks send RankResults (plain data: no tensors); `summarize` makes the metrics, tags,
+per-window series and files that tracking.py logs. The process that owns the MLflow
+run calls it: the launcher for cluster=local, rank 0 under torchrun and SLURM.
+"""
+
+import csv
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from rn50 import mfu, nvml, timing
+from rn50.schema import dist_name
+
+
+@dataclass
+class RankResult:
+    """One rank's share of a run."""
+
+    rank: int
+    node_rank: int
+    local_rank: int
+    hostname: str
+    windows: List[timing.Window]
+    samples: List[tuple] = field(default_factory=list)
+    """NVML samples of this rank's GPU in the measured windows (nvml.FIELDS); empty on CPUs."""
+    process_cpu_pct: Optional[float] = None
+    """This process's CPU time over the windows' wall time, in % of one core."""
+    cpu_cores: int = 1
+    """Cores this process may run on (its affinity)."""
+    first_step_at: float = 0.0
+    """Wall-clock time (time.time()) when the first warm-up step began."""
+    env_tags: Dict[str, str] = field(default_factory=dict)
+    """Rank 0: software and GPU versions, as seen where the run ran."""
+    flops_per_image: Optional[float] = None
+    """Rank 0: forward plus backward FLOPs of one image."""
+    metrics: Dict[str, float] = field(default_factory=dict)
+    """Rank 0: what its callbacks measured beyond throughput (profilers)."""
+    files: List[str] = field(default_factory=list)
+    """Rank 0: files its callbacks wrote (profiler traces and reports)."""
+
+
+@dataclass
+class RunRecord:
+    metrics: Dict[str, float]
+    tags: Dict[str, str]
+    series: Dict[str, List[float]]
+    files: List[str]
+
+
+def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> RunRecord:
+    """Metrics, tags, series and the numbers behind them; started_at is when the run (or the
+    sweep point) began, so startup and wall time are measured from the command's side."""
+    zero = ranks[0]
+    world = len(ranks)
+    windows = timing.slowest([r.windows for r in ranks])
+    metrics = timing.summarize(windows, cfg.data.batch_size, world)
+    per_device = metrics["throughput/images_per_sec_per_device"]
+    gpu_samples = {r.rank: r.samples for r in ranks if r.samples}
+    metrics.update(nvml.summarize(gpu_samples))
+    if not gpu_samples:
+        cpu = [r.process_cpu_pct / r.cpu_cores for r in ranks if r.process_cpu_pct is not None]
+        if cpu:  # the share of the cores each rank may use, so a CPU run has a utilization too
+            metrics["cpu/utilization_pct"] = sum(cpu) / len(cpu)
+    if zero.flops_per_image:
+        metrics["model/gflops_per_image"] = zero.flops_per_image / 1e9
+        metrics["flops/achieved_tflops_per_device"] = per_device * zero.flops_per_image / 1e12
+        gpu = zero.env_tags.get("gpu_model") if gpu_samples else None
+        peak_tflops = mfu.peak_tflops(cfg.mfu, gpu, mfu.MATH_MODE[cfg.precision.name.value])
+        if peak_tflops is not None:
+            metrics["mfu_pct"] = mfu.mfu_pct(per_device, zero.flops_per_image, peak_tflops)
+            metrics["mfu/peak_tflops_per_device"] = peak_tflops
+    metrics["time/startup_s"] = zero.first_step_at - started_at
+    metrics["time/wall_s"] = now - started_at
+    metrics.update(zero.metrics)
+
+    hosts = sorted({r.hostname for r in ranks})
+    tags = dict(zero.env_tags)
+    tags.update(
+        gpu_count=str(len(gpu_samples)),
+        world_size=str(world),
+        nodes=str(cfg.dist.nodes),
+        hostnames=",".join(hosts),
+        node_hostnames=",".join(f"{n}:{h}" for n, h in sorted({(r.node_rank, r.hostname) for r in ranks})),
+        dist=dist_name(cfg),
+    )
+    if cfg.profiler.name.value != "none":
+        tags["profiled"] = cfg.profiler.name.value  # sweep reports keep it out of the speedup reference
+    series = {"throughput/images_per_sec_window": timing.window_images_per_sec(windows, cfg.data.batch_size, world)}
+    return RunRecord(metrics, tags, series, list(zero.files))
+
+
+def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: str, cfg) -> List[str]:
+    """step_times.csv, ranks.csv, gpu_telemetry.csv and summary.json in `out`; their paths."""
+    files = [out / "step_times.csv", out / "ranks.csv"]
+    timing.write_steps_csv(files[0], [r.windows for r in ranks])
+    write_ranks_csv(files[1], ranks)
+    gpu_samples = {r.rank: r.samples for r in ranks if r.samples}
+    if gpu_samples:
+        files.append(out / "gpu_telemetry.csv")
+        nvml.write_csv(files[-1], gpu_samples)
+    summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name.value,
+               "batch_size": cfg.data.batch_size, **record.metrics}
+    files.append(out / "summary.json")
+    files[-1].write_text(json.dumps(summary) + "\n")
+    return [str(f) for f in files] + sorted(str(f) for f in out.glob("*profiler*.txt")) + record.files
+
+
+RANK_COLUMNS = ("rank", "node_rank", "local_rank", "hostname", "process_cpu_pct")
+
+
+def write_ranks_csv(path, ranks: List[RankResult]) -> None:
+    """Where each rank ran and how busy its process kept the host's CPU in the measured windows."""
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(RANK_COLUMNS)
+        for r in ranks:
+            cpu = "" if r.process_cpu_pct is None else f"{r.process_cpu_pct:.1f}"
+            writer.writerow([r.rank, r.node_rank, r.local_rank, r.hostname, cpu])
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def headline(name: str, metrics: Dict[str, Any]) -> str:
+    return (f"{name}: {metrics['throughput/images_per_sec']:,.1f} images/sec "
+            f"({metrics['throughput/images_per_sec_per_device']:,.1f} per device), "
+            f"step {metrics['step_time/median_ms']:.2f} ms median, first step after {metrics['time/startup_s']:.1f} s")

@@ -1,0 +1,49 @@
+"""How a rank builds its Trainer, and one rank run in this process."""
+
+from conftest import TINY
+from rn50.ncu_range import NcuRange
+from rn50.nvtx import NvtxRanges
+from rn50.profile import TorchProfile
+from rn50.rank import build_trainer, profiling_callbacks, run_rank
+from rn50.schema import Accelerator, validate
+from rn50.throughput import ThroughputCallback
+
+
+def test_trainer_has_no_per_step_sigterm_sync(compose_cfg, tmp_path):
+    cfg = validate(compose_cfg(TINY + ["dist=1n2g", "bench.repeats=3"]))
+    timer = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu")
+    trainer = build_trainer(cfg, "cpu", [timer], timer.timer.total_steps, tmp_path)
+    loop = trainer.fit_loop.epoch_loop
+    # Lightning's method would broadcast and .item() every DDP step; the instance's own replaces it.
+    assert "_broadcast_sigterm_tensor" in vars(loop) and loop._broadcast_sigterm_tensor() is None
+    assert trainer.max_steps == cfg.bench.warmup_steps + 3 * cfg.bench.steps
+    assert trainer.logger is None and not trainer.checkpoint_callback
+
+
+def test_profiled_steps_come_after_the_measured_ones(compose_cfg, tmp_path):
+    cfg = validate(compose_cfg(TINY + ["profiler=pytorch"]))
+    timer = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu")
+    (profile,) = [cb for cb in profiling_callbacks(cfg, "cpu", timer.timer.total_steps, tmp_path)
+                  if isinstance(cb, TorchProfile)]
+    assert profile.first_step == timer.timer.total_steps
+
+
+def test_nvtx_ranges_only_on_gpus_and_when_asked(compose_cfg, tmp_path):
+    def kinds(overrides, device_type):
+        cfg = compose_cfg(TINY + overrides)
+        return [type(cb) for cb in profiling_callbacks(cfg, device_type, 3, tmp_path)]
+
+    assert kinds([], "cuda") == [NvtxRanges] and kinds([], "cpu") == []
+    assert kinds(["profiler.nvtx=false"], "cuda") == []
+    assert kinds(["profiler=ncu"], "cuda") == [NvtxRanges, NcuRange]
+
+
+def test_one_rank_in_this_process(compose_cfg, tmp_path):
+    """The fast smoke test of a rank: every measured step is in the result rank 0 returns."""
+    cfg = validate(compose_cfg(TINY + ["precision=fp32", "bench.repeats=2"]))
+    cfg.dist.accelerator = Accelerator.cpu
+    (zero,) = run_rank(cfg, tmp_path)
+    assert [len(w.step_ms) for w in zero.windows] == [2, 2]
+    assert all(w.seconds > 0 for w in zero.windows) and zero.first_step_at > 0
+    assert zero.flops_per_image > 0 and zero.env_tags["accelerator"] == "cpu"
+    assert zero.process_cpu_pct > 0 and zero.cpu_cores >= 1
