@@ -1,7 +1,6 @@
 """Input pipelines: synthetic (a batch kept on the device), imagefolder (torchvision), dali (rn50/dali.py)."""
 
 import itertools
-import os
 from pathlib import Path
 
 import pytorch_lightning as pl

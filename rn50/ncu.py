@@ -13,7 +13,7 @@ import math
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from omegaconf import DictConfig
 

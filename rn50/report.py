@@ -27,7 +27,7 @@ COLUMNS = [
     ("images_per_sec_median", "images/sec median"), ("images_per_sec_mean", "images/sec mean"),
     ("speedup", "speedup"), ("scaling_efficiency_pct", "scaling eff. %"),
     ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"), ("mfu_pct", "MFU %"),
-    ("status", "status"),
+    ("startup_s", "startup s"), ("wall_s", "wall s"), ("status", "status"),
 ]
 
 
@@ -51,6 +51,8 @@ def _row(run) -> Dict:
         "gpu_utilization_pct": m.get("gpu/utilization_pct"),
         "data_wait_pct": m.get("data/wait_pct"),
         "mfu_pct": m.get("mfu_pct") if comparable else None,
+        "startup_s": m.get("time/startup_s"), "wall_s": m.get("time/wall_s"),
+        "busy_s": (m["time/warmup_s"] + m["window/seconds_total"]) if "time/warmup_s" in m else None,
         "status": status, "failure": failure,
         "error": t.get("error", ""),
         "profiled": p.get("profiler.name", "none") != "none",
@@ -114,6 +116,14 @@ def markdown(rows: List[Dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def time_line(rows: List[Dict], sweep_wall_s: float) -> str:
+    """Where a sweep's time went: its wall time against its points' warm-up and measured steps."""
+    busy = sum(r["busy_s"] for r in rows if r.get("busy_s"))
+    share = f" ({sweep_wall_s / busy:.2f}x)" if busy else ""
+    return (f"sweep wall time {sweep_wall_s:.1f} s; warm-up plus measured steps {busy:.1f} s{share}, "
+            "the rest is process start-up, logging and shutdown")
+
+
 def _line_plot(path: Path, lines: Dict[str, list], ideal_to: Optional[int] = None, **axes) -> Path:
     """One line per label through its (x, y) points, saved as a PNG."""
     import matplotlib
@@ -152,11 +162,11 @@ def _plot(rows: List[Dict], out: Path) -> List[Path]:
     ]
 
 
-def write(rows: List[Dict], out: Path) -> List[Path]:
+def write(rows: List[Dict], out: Path, footer: str = "") -> List[Path]:
     """sweep_report.md/.csv/.json and the two plots in `out`; the Markdown file first."""
     out.mkdir(parents=True, exist_ok=True)
     md, csv_path, js = out / "sweep_report.md", out / "sweep_report.csv", out / "sweep_report.json"
-    md.write_text(markdown(rows))
+    md.write_text(markdown(rows) + (f"\n{footer}\n" if footer else ""))
     fields = [k for k, _ in COLUMNS] + ["failure", "error", "point", "run_id", "model", "image_size"]
     with open(csv_path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")

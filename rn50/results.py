@@ -24,6 +24,7 @@ class RankResult:
     node_rank: int
     local_rank: int
     hostname: str
+    pid: int
     windows: List[timing.Window]
     samples: List[tuple] = field(default_factory=list)
     """NVML samples of this rank's GPU in the measured windows (nvml.FIELDS); empty on CPUs."""
@@ -33,6 +34,8 @@ class RankResult:
     """Cores this process may run on (its affinity)."""
     first_step_at: float = 0.0
     """Wall-clock time (time.time()) when the first warm-up step began."""
+    warmup_s: float = 0.0
+    """Host seconds from the first warm-up step to the first measured window."""
     env_tags: Dict[str, str] = field(default_factory=dict)
     """Rank 0: software and GPU versions, as seen where the run ran."""
     flops_per_image: Optional[float] = None
@@ -74,6 +77,7 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> Ru
             metrics["mfu_pct"] = mfu.mfu_pct(per_device, zero.flops_per_image, peak_tflops)
             metrics["mfu/peak_tflops_per_device"] = peak_tflops
     metrics["time/startup_s"] = zero.first_step_at - started_at
+    metrics["time/warmup_s"] = max(r.warmup_s for r in ranks)
     metrics["time/wall_s"] = now - started_at
     metrics.update(zero.metrics)
 
@@ -109,7 +113,7 @@ def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: s
     return [str(f) for f in files] + sorted(str(f) for f in out.glob("*profiler*.txt")) + record.files
 
 
-RANK_COLUMNS = ("rank", "node_rank", "local_rank", "hostname", "process_cpu_pct")
+RANK_COLUMNS = ("rank", "node_rank", "local_rank", "hostname", "pid", "process_cpu_pct")
 
 
 def write_ranks_csv(path, ranks: List[RankResult]) -> None:
@@ -119,7 +123,7 @@ def write_ranks_csv(path, ranks: List[RankResult]) -> None:
         writer.writerow(RANK_COLUMNS)
         for r in ranks:
             cpu = "" if r.process_cpu_pct is None else f"{r.process_cpu_pct:.1f}"
-            writer.writerow([r.rank, r.node_rank, r.local_rank, r.hostname, cpu])
+            writer.writerow([r.rank, r.node_rank, r.local_rank, r.hostname, r.pid, cpu])
 
 
 def usable_cores() -> int:

@@ -7,6 +7,7 @@ through the environment, which also reaches jobs a cluster launcher starts.
 import logging
 import os
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rn50 import pool, report, tracking
+from rn50 import STARTED, pool, report, tracking
 from rn50.errors import ConfigError, reported
 
 PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
@@ -65,13 +66,15 @@ class SweepCallback(Callback):
         failed = ["the report"]  # until it is written
         try:
             rows = report.collect(uri, parent_run_id=parent)
-            files = report.write(rows, Path(config.hydra.sweep.dir))
+            footer = report.time_line(rows, time.time() - STARTED)  # from the command
+            files = report.write(rows, Path(config.hydra.sweep.dir), footer)
             tracking.log_results(uri, parent, {}, artifacts=map(str, files))
             failed = [r for r in rows if r["status"] != "FINISHED"]
         finally:
             tracking.end_run(uri, parent, ok=not failed)
         log.info("sweep report: %s", files[0])
         print(report.markdown(rows))
+        print(footer)
         if failed:
             points = ", ".join(f"{r['point']} ({r['failure'] or r['status'].lower()})" for r in failed)
             print(f"rn50: error: {len(failed)} of {len(rows)} sweep points failed: {points}", file=sys.stderr)

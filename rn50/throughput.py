@@ -1,5 +1,6 @@
 """The Lightning callback that times the measured windows and samples the GPU during them."""
 
+import os
 import socket
 import time
 from typing import List, Optional
@@ -23,6 +24,8 @@ class ThroughputCallback(pl.Callback):
         self.interval_s = telemetry_cfg.interval_s
         self.sampler = None
         self.first_step_at = 0.0
+        self.warmup_s: Optional[float] = None
+        self._first_step_perf = 0.0
         self.ranks: Optional[List[RankResult]] = None
         # This process's CPU seconds and wall seconds inside the measured windows.
         self._cpu_s = self._wall_s = 0.0
@@ -34,7 +37,7 @@ class ThroughputCallback(pl.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if not self.first_step_at:
-            self.first_step_at = time.time()
+            self.first_step_at, self._first_step_perf = time.time(), time.perf_counter()
         self.timer.step_start()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -42,6 +45,8 @@ class ThroughputCallback(pl.Callback):
         self.timer.step_end()
         if was_measuring == self.timer.measuring:
             return
+        if self.warmup_s is None:  # the first window starts: the warm-up is over
+            self.warmup_s = time.perf_counter() - self._first_step_perf
         sign = 1 if was_measuring else -1  # a window ends: add its time; one starts: subtract
         self._cpu_s += sign * time.process_time()
         self._wall_s += sign * time.perf_counter()
@@ -62,11 +67,13 @@ class ThroughputCallback(pl.Callback):
             node_rank=trainer.node_rank,
             local_rank=trainer.local_rank,
             hostname=socket.gethostname(),
+            pid=os.getpid(),
             windows=self.timer.windows,
             samples=self.sampler.samples if self.sampler else [],
             process_cpu_pct=100.0 * self._cpu_s / self._wall_s if self._wall_s > 0 else None,
             cpu_cores=usable_cores(),
             first_step_at=self.first_step_at,
+            warmup_s=self.warmup_s or 0.0,
         )
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             gathered = [None] * torch.distributed.get_world_size()

@@ -23,8 +23,12 @@ def test_tiny_run_is_recorded(tmp_path):
     run = only_run(tmp_path)
     assert run.info.status == "FINISHED"
     m, p, t = run.data.metrics, run.data.params, run.data.tags
-    assert m["throughput/images_per_sec"] > 0
+    # 4 images x 2 measured steps over the window's logged seconds
+    assert m["throughput/images_per_sec"] == pytest.approx(4 * 2 / m["window/seconds_total"])
     assert m["throughput/images_per_sec_per_device"] == m["throughput/images_per_sec"]
+    # from the command to the first warm-up step, within the run's wall time
+    assert 0 < m["time/startup_s"] < m["time/wall_s"] and m["time/warmup_s"] > 0
+    assert 0 < m["cpu/utilization_pct"] <= 100  # a CPU run has a utilization too
     assert 0 < m["step_time/median_ms"] <= m["step_time/p90_ms"]
     assert m["model/gflops_per_image"] > 0
     assert "mfu_pct" not in m  # no peak is known for a CPU

@@ -1,6 +1,5 @@
 """Real-data pipelines on the CPU: imagefolder and DALI's host path, sharding and bad trees."""
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest

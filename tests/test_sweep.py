@@ -44,9 +44,21 @@ def test_sweep_reports_every_point_and_runs_the_right_processes_once(tmp_path):
             assert float(r["scaling_efficiency_pct"]) == float(r["speedup"]) * 50
     assert len(json.loads((sweep_dir / "sweep_report.json").read_text())) == 4
     table = (sweep_dir / "sweep_report.md").read_text().splitlines()
-    assert len(table) == 6 and "images/sec median" in table[0]
+    assert len(table) == 8 and "images/sec median" in table[0] and table[-1].startswith("sweep wall time")
     for png in ("throughput_vs_batch.png", "speedup_vs_gpus.png"):
         assert (sweep_dir / png).read_bytes()[:4] == b"\x89PNG"
+
+    # Points of one world size run in the same warm processes, one pool per world size.
+    pids = {}
+    for c in children:
+        ranks = list(csv.DictReader(open(Path(c.data.tags["output_dir"]) / "ranks.csv")))
+        pids.setdefault(c.data.tags["world_size"], []).append(tuple(r["pid"] for r in ranks))
+    assert all(len(set(p)) == 1 for p in pids.values()) and pids["1"][0] != pids["2"][0][:1], pids
+    for c in children:
+        m = c.data.metrics
+        assert m["throughput/images_per_sec"] == pytest.approx(
+            int(c.data.params["data.batch_size"]) * int(c.data.tags["world_size"]) * 2 / m["window/seconds_total"])
+        assert 0 < m["time/startup_s"] < m["time/wall_s"]
 
     pair = next(c for c in children if c.data.tags["world_size"] == "2")  # two processes, one run
     m = pair.data.metrics
@@ -80,6 +92,7 @@ def test_failed_points_do_not_stop_the_sweep(tmp_path):
     assert failures[("imagefolder", "2")] == ("FAILED", "error")
     assert failures[("imagefolder", "100000000")] == ("FAILED", "config")
     assert bad.name in by_point[("imagefolder", "2")].data.tags["error"]
+
     rows = list(csv.DictReader(open(Path(parent.data.tags["sweep.dir"]) / "sweep_report.csv")))
     assert sorted(r["status"] for r in rows) == ["FAILED (config)", "FAILED (error)", "FAILED (oom)", "FINISHED"]
 
