@@ -62,6 +62,13 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
         launch.run_rank_here(cfg, out)
         return None
 
+    if parent and cfg.sweep.resume:
+        earlier = tracking.earlier_point(cfg.mlflow.tracking_uri, parent, schema.config_hash(cfg))
+        if earlier is not None and earlier.info.status == "FINISHED":
+            print(f"rn50: {name}: finished before as run {earlier.info.run_id}, not run again", file=sys.stderr)
+            return {"run_id": earlier.info.run_id, **earlier.data.metrics}
+        print(f"rn50: {name}: " + (f"ran before as run {earlier.info.run_id} ({earlier.info.status}), running "
+                                    "it again" if earlier else "a new point of this sweep"), file=sys.stderr)
     launch.start_ranks(cfg)
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     (out / "resolved_config.yaml").write_text(config_yaml)
@@ -84,6 +91,7 @@ def run_tags(cfg: DictConfig, out: Path) -> dict:
         "output_dir": str(out),
         "dist": schema.dist_name(cfg),
         "cluster": cfg.cluster.name.value,
+        tracking.HASH_TAG: schema.config_hash(cfg),  # finds a sweep point again (sweep.resume)
         # Lets the submitting host find a job's run when SLURM kills the job (rn50/slurm.py).
         **({"slurm_job_id": os.environ["SLURM_JOB_ID"]} if "SLURM_JOB_ID" in os.environ else {}),
         **({"git_commit": commit, "mlflow.source.git.commit": commit} if commit else {}),

@@ -122,10 +122,12 @@ def run_ranks(cfg: DictConfig, config_yaml: str, out: Path) -> list:
 
 def run_rank_here(cfg: DictConfig, out: Path) -> Optional[list]:
     """Run this process's rank; rank 0 returns every rank's result. Failures become RunFailed."""
-    from rn50.rank import run_rank  # torch and Lightning: only a rank pays for them
+    from rn50.rank import leave_process_group, run_rank  # torch and Lightning: only a rank pays for them
 
     try:
-        return run_rank(cfg, out)
+        ranks = run_rank(cfg, out)
+        leave_process_group()
+        return ranks
     except Exception as exc:
         message = error_line(str(exc)) or type(exc).__name__
         # submitit raises UncompletedJobError in rank 0 when SLURM times the job out or preempts it.

@@ -57,6 +57,7 @@ def _row(run) -> Dict:
         "error": t.get("error", ""),
         "profiled": p.get("profiler.name", "none") != "none",
         "start_time": run.info.start_time,
+        "config_hash": t.get(tracking.HASH_TAG),
     }
 
 
@@ -100,8 +101,20 @@ def _collect(client, uri, parent_run_id, experiment, filter_string) -> List[Dict
         exp_ids = [found.experiment_id]
     runs = tracking.search_runs(client, exp_ids, filter_string)
     rows = [_row(r) for r in runs if r.data.tags.get(ROLE_TAG) != "sweep"]
+    if parent_run_id:
+        rows = latest_per_point(rows)
     rows.sort(key=lambda r: (r["model"], r["precision"] or "", r["batch_per_gpu"], r["gpus"], r["start_time"]))
     return add_scaling(rows)
+
+
+def latest_per_point(rows: List[Dict]) -> List[Dict]:
+    """In a sweep, a point run again (resuming re-runs failed points) is its latest run."""
+    latest: Dict[str, Dict] = {}
+    for r in rows:
+        if r["config_hash"] and (r["config_hash"] not in latest
+                                 or r["start_time"] > latest[r["config_hash"]]["start_time"]):
+            latest[r["config_hash"]] = r
+    return [r for r in rows if not r["config_hash"] or latest[r["config_hash"]] is r]
 
 
 def _fmt(value) -> str:

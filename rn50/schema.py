@@ -193,6 +193,13 @@ class MlflowConfig:
 
 
 @dataclass
+class SweepConfig:
+    resume: Optional[str] = None
+    """--multirun only: true resumes the latest sweep of this experiment with the same overrides; a
+    run id resumes that sweep. Points that FINISHED with the same config are not run again."""
+
+
+@dataclass
 class Rn50Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
@@ -205,6 +212,7 @@ class Rn50Config:
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     mfu: MfuConfig = field(default_factory=MfuConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
     seed: int = 0
     """Seed for weights and the synthetic batch."""
     dry_run: bool = False
@@ -271,6 +279,22 @@ def profiled_steps(cfg: DictConfig) -> int:
     if p.name == ProfilerName.ncu:
         return p.steps
     return 0
+
+
+# Keys that say where a run is recorded or how it is started, not what it measures.
+NOT_MEASURED = ("mlflow", "sweep", "dry_run")
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """A short fingerprint of everything in the resolved config that can change the figures."""
+    import hashlib
+    import json
+
+    from omegaconf import OmegaConf
+
+    tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    measured = {k: v for k, v in tree.items() if k not in NOT_MEASURED}
+    return hashlib.sha256(json.dumps(measured, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def dist_name(cfg: DictConfig) -> str:

@@ -43,18 +43,29 @@ class SweepCallback(Callback):
             return
         HydraConfig.instance().set_config(config)  # resolves ${hydra:...} in mlflow.tracking_uri
         uri = config.mlflow.tracking_uri
+        overrides = " ".join(o for o in config.hydra.overrides.task if not o.startswith("sweep.resume="))
         with reported():
             tracking.check_reachable(uri)
-        overrides = " ".join(config.hydra.overrides.task)
+            if config.sweep.resume:
+                parent = tracking.find_sweep(uri, config.mlflow.experiment_name, config.sweep.resume, overrides)
+        os.environ[URI_ENV] = uri
+        if config.sweep.resume:
+            before = tracking.reopen(uri, parent).get("sweep.overrides", "")
+            print(f"rn50: resuming sweep {parent}: points that finished with the same config are not run again",
+                  file=sys.stderr)
+            if before != overrides:
+                print(f"rn50: that sweep ran '{before}', this one '{overrides}': its points that match are "
+                      "resumed, the others join it as new points", file=sys.stderr)
+            os.environ[PARENT_ENV] = parent
+            return
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         tags = {
-            report.ROLE_TAG: "sweep",
+            tracking.SWEEP_ROLE[0]: tracking.SWEEP_ROLE[1],
             "sweep.overrides": overrides,
             "sweep.start_time": started,
             "sweep.dir": str(Path(config.hydra.sweep.dir).resolve()),
             "command": f"python -m rn50 --multirun {overrides}",
         }
-        os.environ[URI_ENV] = uri
         os.environ[PARENT_ENV] = tracking.start_run(config, f"sweep {started}", tags, params=False)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:

@@ -203,3 +203,58 @@ def record_failure(cfg: DictConfig, run_name: str, tags: Mapping[str, str], pare
     """A run that failed before it began (a sweep point whose config cannot run): still a row."""
     run_id = start_run(cfg, run_name, tags, parent_run_id)
     end_run(cfg.mlflow.tracking_uri, run_id, ok=False, tags=failure_tags(exc))
+
+
+SWEEP_ROLE = ("rn50.role", "sweep")
+HASH_TAG = "rn50.config_hash"
+
+
+def find_sweep(uri: str, experiment: str, resume: str, overrides: str) -> str:
+    """The parent run that sweep.resume names: the latest sweep with these overrides, or a run id."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    found = client.get_experiment_by_name(experiment)
+    if str(resume).lower() in ("true", "yes", "1"):
+        role = f"tags.`{SWEEP_ROLE[0]}` = '{SWEEP_ROLE[1]}'"
+        runs = search_runs(client, [found.experiment_id], role) if found else []
+        same = sorted((r for r in runs if r.data.tags.get("sweep.overrides") == overrides),
+                      key=lambda r: r.info.start_time)
+        if not same:
+            raise ConfigError(f"sweep.resume=true: no sweep of experiment {experiment} ran the overrides "
+                              f"'{overrides}'; give a sweep's run id (sweep.resume=RUN_ID) or drop sweep.resume")
+        return same[-1].info.run_id
+    try:
+        run = client.get_run(resume)
+    except MlflowException:
+        raise ConfigError(f"sweep.resume={resume}: no such run in {uri}; give a sweep's run id, "
+                          "or sweep.resume=true for the latest sweep with these overrides") from None
+    if found is None or run.info.experiment_id != found.experiment_id:
+        theirs = client.get_experiment(run.info.experiment_id).name
+        raise ConfigError(f"sweep.resume={resume} is a run of experiment {theirs}, not {experiment}; "
+                          f"set mlflow.experiment_name={theirs} or resume a sweep of {experiment}")
+    if run.data.tags.get(SWEEP_ROLE[0]) != SWEEP_ROLE[1]:
+        raise ConfigError(f"sweep.resume={resume} is not a sweep's run (no tag {SWEEP_ROLE[0]}=sweep); "
+                          "give the parent run of a --multirun")
+    return resume
+
+
+def reopen(uri: str, run_id: str) -> Dict[str, str]:
+    """Mark a sweep's parent RUNNING again; returns its tags."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    client.update_run(run_id, status="RUNNING")
+    return client.get_run(run_id).data.tags
+
+
+def earlier_point(uri: str, parent_run_id: str, config_hash: str):
+    """The latest child of the sweep with this config hash, or None."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.get_run(parent_run_id).info.experiment_id
+    runs = search_runs(client, [experiment], f"tags.`{PARENT_TAG}` = '{parent_run_id}' and "
+                                             f"tags.`{HASH_TAG}` = '{config_hash}'")
+    return max(runs, key=lambda r: r.info.start_time) if runs else None

@@ -2,11 +2,17 @@
 
 import csv
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import TINY, make_tree, rn50, runs_in
+from conftest import ROOT, TINY, _empty_store, make_tree, rn50, runs_in
 from rn50.tracking import PARENT_TAG, MlflowClient
 
 TINY_NO_BATCH = [a for a in TINY if not a.startswith("data.batch_size")]
@@ -143,3 +149,47 @@ def test_ncu_runs_have_no_throughput_in_reports(compose_cfg, tmp_path):
     rows = {r["point"]: r for r in report.collect(uri, experiment="rn50")}
     assert rows["ncu"]["images_per_sec_median"] is None and rows["ncu"]["speedup"] is None
     assert rows["pytorch"]["images_per_sec_median"] == 1000.0 and rows["none"]["speedup"] == 1.0
+
+
+def test_a_stopped_sweep_resumes_without_rerunning_finished_points(tmp_path):
+    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    args = ["--multirun", *TINY_NO_BATCH, "precision=fp32", "data.batch_size=2,3,4"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "rn50", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not any(r.info.status == "FINISHED" and r.data.tags.get(PARENT_TAG)
+                                             for r in runs_in(tmp_path)):
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)  # a real signal, as a scheduler or a user would send it
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert [l for l in err.splitlines() if l.startswith("rn50: interrupted by SIGTERM")], err[-2000:]
+    parent, children = split(tmp_path)
+    assert parent.info.status == "KILLED"
+    finished = [c for c in children if c.info.status == "FINISHED"]
+    assert len(finished) == 1
+
+    again = rn50(tmp_path, *args, "sweep.resume=true")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "not run again" in again.stderr
+    parent_after, children = split(tmp_path)
+    assert parent_after.info.run_id == parent.info.run_id and parent_after.info.status == "FINISHED"
+    by_batch = {}
+    for c in children:
+        by_batch.setdefault(c.data.params["data.batch_size"], []).append(c)
+    done = finished[0].data.params["data.batch_size"]
+    assert len(by_batch[done]) == 1  # the finished point ran once
+    assert all(any(c.info.status == "FINISHED" for c in runs) for runs in by_batch.values())
+    rows = list(csv.DictReader(open(Path(parent.data.tags["sweep.dir"]) / "sweep_report.csv")))
+    assert sorted(r["batch_per_gpu"] for r in rows) == ["2", "3", "4"]
+
+
+def test_resume_errors_name_what_would_work(tmp_path):
+    proc = rn50(tmp_path, "--multirun", *TINY_NO_BATCH, "data.batch_size=2,4", "sweep.resume=true")
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("rn50: error:")]
+    assert proc.returncode != 0 and len(errors) == 1 and "no sweep of experiment rn50" in errors[0]
+    proc = rn50(tmp_path, "--multirun", *TINY_NO_BATCH, "data.batch_size=2,4", "sweep.resume=nosuchrun")
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("rn50: error:")]
+    assert proc.returncode != 0 and len(errors) == 1 and "sweep.resume=nosuchrun: no such run" in errors[0]
+    assert not [r for r in runs_in(tmp_path) if r.data.tags.get(PARENT_TAG)]
