@@ -50,10 +50,10 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
         print(launch.dry_run(cfg, HydraConfig.get().overrides.task))
         return None
     rank = launch.process_rank(cfg)
-    if rank == 0:
-        tracking.check_reachable(cfg.mlflow.tracking_uri)
     try:
         launch.preflight(cfg)
+        if rank == 0:
+            tracking.check_reachable(cfg.mlflow.tracking_uri)
     except ConfigError as exc:
         if parent and rank == 0:  # a sweep point that cannot run is still a row of the report
             tracking.record_failure(cfg, name, run_tags(cfg, out), parent, exc)

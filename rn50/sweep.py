@@ -50,7 +50,8 @@ class SweepCallback(Callback):
                 parent = tracking.find_sweep(uri, config.mlflow.experiment_name, config.sweep.resume, overrides)
         os.environ[URI_ENV] = uri
         if config.sweep.resume:
-            before = tracking.reopen(uri, parent).get("sweep.overrides", "")
+            before = tracking.reopen(uri, parent, {"sweep.dir": str(Path(config.hydra.sweep.dir).resolve())})
+            before = before.get("sweep.overrides", "")
             print(f"rn50: resuming sweep {parent}: points that finished with the same config are not run again",
                   file=sys.stderr)
             if before != overrides:

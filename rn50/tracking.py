@@ -240,13 +240,16 @@ def find_sweep(uri: str, experiment: str, resume: str, overrides: str) -> str:
     return resume
 
 
-def reopen(uri: str, run_id: str) -> Dict[str, str]:
-    """Mark a sweep's parent RUNNING again; returns its tags."""
+def reopen(uri: str, run_id: str, tags: Mapping[str, str]) -> Dict[str, str]:
+    """Mark a sweep's parent RUNNING again with new `tags`; returns its tags from before."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
+    before = dict(client.get_run(run_id).data.tags)
     client.update_run(run_id, status="RUNNING")
-    return client.get_run(run_id).data.tags
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)
+    return before
 
 
 def earlier_point(uri: str, parent_run_id: str, config_hash: str):
