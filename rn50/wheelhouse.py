@@ -256,19 +256,51 @@ def build_rn50_wheel(dest: Path, index_url: str) -> Path:
                 shutil.copytree(source, Path(tmp, item), ignore=shutil.ignore_patterns("__pycache__"))
             elif source.exists():
                 shutil.copy2(source, Path(tmp, item))
-        result = pip(["wheel", "--no-deps", "--index-url", index_url, "-w", str(dest), tmp])
+        result = pip(["wheel", "--no-deps", "--index-url", index_url, *_reuse_setuptools(), "-w", str(dest), tmp])
     wheels = sorted(dest.glob("rn50-*.whl"))
     if result.returncode != 0 or not wheels:
         raise WheelhouseError(f"building rn50's wheel failed: {_pip_failure(result)}")
     return wheels[-1]
 
 
-def wheel_extras(wheel: Path) -> List[str]:
-    """The extras a wheel's METADATA declares (Provides-Extra)."""
+def _reuse_setuptools() -> List[str]:
+    """--no-build-isolation where this Python's setuptools builds rn50 (>= 70.1 needs no `wheel`
+    package): pip then skips installing setuptools into a fresh build environment, seconds each run."""
+    try:
+        from importlib import metadata
+
+        version = tuple(int(p) for p in re.findall(r"\d+", metadata.version("setuptools"))[:2])
+    except Exception:  # not installed, or an odd version string
+        return []
+    return ["--no-build-isolation"] if version >= (70, 1) else []
+
+
+def wheel_metadata(wheel: Path) -> str:
     with zipfile.ZipFile(wheel) as archive:
-        metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        text = archive.read(metadata).decode()
-    return re.findall(r"^Provides-Extra: (\S+)$", text, flags=re.M)
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        return archive.read(name).decode()
+
+
+def python_fits(python: str, requires: str) -> bool:
+    """Whether major.minor meets a Requires-Python such as '>=3.10' or '>=3.9,!=3.11.*,<4'.
+    Checked before pip, which otherwise walks rn50's dependencies first and takes a while to say so;
+    a clause this does not read is left to pip."""
+    have = tuple(int(p) for p in python.split("."))
+    for clause in filter(None, (c.strip() for c in requires.split(","))):
+        match = re.fullmatch(r"(~=|==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)?)[\d.]*(\.\*)?", clause)
+        if not match:
+            continue
+        op, version, wildcard = match.groups()
+        want = tuple(int(p) for p in version.split("."))
+        if wildcard and op in ("==", "!="):
+            ok = (have[:len(want)] == want) == (op == "==")
+        else:
+            want += (0,) * (2 - len(want))
+            ok = {"~=": have >= want, "==": have == want, "!=": have != want, "<=": have <= want,
+                  ">=": have >= want, "<": have < want, ">": have > want}[op]
+        if not ok:
+            return False
+    return True
 
 
 # ---------------------------------------------------------------- resolving
@@ -290,11 +322,12 @@ class Target:
         return flags
 
 
-def download(target: Target, requirement: str, have_dir: Path, constraints: Path, work: Path) -> List[Path]:
+def download(target: Target, requirement: str, have: Dict[str, str], work: Path) -> List[Path]:
     """Every wheel pip picks for `requirement` on the target, building pure-Python ones that the
-    index has only as sources; placeholders of --have packages are left out of the result."""
+    index has only as sources; the target's packages (have) are placeholders, left out of the result."""
     built, dl = work / "built", work / "download"
-    local = ["--find-links", str(have_dir), "--find-links", str(built), "-c", str(constraints)]
+    constraints = write_placeholders(have, work / "have")
+    local = ["--find-links", str(work / "have"), "--find-links", str(built), "-c", str(constraints)]
     tried = set()
     while True:
         result = pip(["download", "--only-binary=:all:", "--progress-bar", "off", *target.flags(), *local,
@@ -303,10 +336,12 @@ def download(target: Target, requirement: str, have_dir: Path, constraints: Path
             return sorted(p for p in dl.glob("*.whl") if PLACEHOLDER not in p.name)
         # A dependency without a wheel for the target shows as "No matching distribution found for
         # REQ" or, found through a parent, as a ResolutionImpossible whose lines say "X depends on REQ".
+        # One the target has is a version conflict instead, which _explain reports.
         output = result.stdout + result.stderr
         suspects = re.findall(r"No matching distribution found for (\S+)", output)
         suspects += [r.rstrip(";") for r in re.findall(r"^\s+\S+ [^ ]+ depends on (\S+)", output, flags=re.M)]
-        unfound = [r for r in dict.fromkeys(suspects) if r not in tried and not _has_wheel(r, target, local, work)]
+        unfound = [r for r in dict.fromkeys(suspects) if r not in tried and _name(r) not in have
+                   and not _has_wheel(r, target, built, work)]
         if not unfound:
             raise WheelhouseError(_explain(result, target))
         for missing in unfound:
@@ -314,9 +349,14 @@ def download(target: Target, requirement: str, have_dir: Path, constraints: Path
             build_from_source(missing, target, built, work / "sdist")
 
 
-def _has_wheel(requirement: str, target: Target, local: List[str], work: Path) -> bool:
+def _name(requirement: str) -> str:
+    return normalize(re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement).group(0))
+
+
+def _has_wheel(requirement: str, target: Target, built: Path, work: Path) -> bool:
+    """Whether the index (or a wheel built here) has a wheel of requirement for the target."""
     probe = pip(["download", "--no-deps", "--only-binary=:all:", "--progress-bar", "off", *target.flags(),
-                 *local, "-d", str(work / "probe"), requirement], markers=target.markers)
+                 "--find-links", str(built), "-d", str(work / "probe"), requirement], markers=target.markers)
     return probe.returncode == 0
 
 
@@ -500,7 +540,7 @@ def build(out: Path, python: str, platforms: List[str], extras: List[str], have_
     if not re.fullmatch(r"3\.\d{1,2}", python):
         raise WheelhouseError(f"--python {python}: give the target's major.minor version, for example 3.12")
     if split_mb is not None and split_mb <= 0:
-        raise WheelhouseError(f"--split-mb {split_mb}: give a size in MB above 0, for example 60")
+        raise WheelhouseError(f"--split-mb {split_mb:g}: give a size in MB above 0, for example 60")
     for folder in find_links:
         if not Path(folder).is_dir():
             raise WheelhouseError(f"--find-links {folder}: not a folder; give one that holds wheels")
@@ -511,14 +551,16 @@ def build(out: Path, python: str, platforms: List[str], extras: List[str], have_
         work = Path(tmp)
         (work / "built").mkdir()
         rn50_wheel = build_rn50_wheel(work / "built", index_url)
-        known = wheel_extras(rn50_wheel)
+        metadata = wheel_metadata(rn50_wheel)
+        known = re.findall(r"^Provides-Extra: (\S+)$", metadata, flags=re.M)
+        requires = re.search(r"^Requires-Python: (.+)$", metadata, flags=re.M)
+        if requires and not python_fits(python, requires.group(1).strip()):
+            raise WheelhouseError(f"rn50 needs Python {requires.group(1).strip()}, not --python {python}")
         unknown = [e for e in extras if e not in known]
         if unknown:
             raise WheelhouseError(f"--extras {','.join(unknown)}: rn50 has no such extra; it has: {', '.join(known)}")
         requirement = f"rn50[{','.join(extras)}]" if extras else "rn50"
-        constraints = write_placeholders(have, work / "have")
-        wheels = download(target, f"{requirement} @ {rn50_wheel.resolve().as_uri()}", work / "have",
-                          constraints, work)
+        wheels = download(target, f"{requirement} @ {rn50_wheel.resolve().as_uri()}", have, work)
         out.mkdir(parents=True, exist_ok=True)
         for wheel in wheels:
             shutil.move(str(wheel), out / wheel.name)
