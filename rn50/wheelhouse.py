@@ -400,9 +400,9 @@ def build_from_source(requirement: str, target: Target, built: Path, sdists: Pat
                               f"distribution on {target.index_url} ({_pip_failure(result)})")
     sdist = sources[0]
     compiled = _compiled_source(sdist)
-    refuse = (f"{name} {version} is published only as source, and it is not pure Python "
-              f"({{why}}): its wheel must be built on a {target.describe()} machine with "
-              f"`pip wheel --no-deps '{name}=={version}' -w DIR`; pass DIR with --find-links DIR")
+    refuse = (f"{name} {version} is published only as source, and it is not pure Python ({{why}}): "
+              f"build its wheel on a machine like the target ({target.describe()}) with "
+              f"`pip wheel --no-deps '{name}=={version}' -w DIR` and pass DIR with --find-links DIR")
     if compiled:
         raise WheelhouseError(refuse.format(why=f"it has {compiled}"))
     print(f"{PROG}: building {sdist.name} (published only as source, pure Python)", file=sys.stderr)

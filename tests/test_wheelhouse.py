@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, _empty_store, runs_in
-from rn50.wheelhouse import host_platform, split_file
+from rn50.wheelhouse import (DEFAULT_INDEX, Target, WheelhouseError, build_from_source, expand_platforms,
+                             host_platform, split_file)
 
 # What the test wheelhouse carries: rn50's own dependencies, small and pure Python (mlflow's wheels
 # are the largest, about 18 MB). Every other package in this venv goes to --have, as a site's torch.
@@ -199,3 +200,14 @@ def test_platform_without_a_wheel_names_the_dependency_and_what_has_one(tmp_path
     assert line.startswith(f"rn50.wheelhouse: error: no wheel of nvidia-dali-cuda130 for Python {PYTHON} on "
                            "musllinux_1_2_x86_64"), proc.stderr
     assert "manylinux" in line and "--platform" in line
+
+
+def test_a_compiled_sdist_only_dependency_is_refused(tmp_path):
+    # pycrypto 2.6.1 is on PyPI only as source, with C files: a wheel built here fits only this machine.
+    target = Target(PYTHON, expand_platforms(["manylinux_2_28_x86_64"]), DEFAULT_INDEX, [])
+    with pytest.raises(WheelhouseError) as error:
+        build_from_source("pycrypto==2.6.1", target, tmp_path / "built", tmp_path / "sdist")
+    assert str(error.value).startswith("pycrypto 2.6.1 is published only as source, and it is not pure Python "
+                                       "(it has src/")
+    assert "pip wheel --no-deps 'pycrypto==2.6.1' -w DIR` and pass DIR with --find-links DIR" in str(error.value)
+    assert not (tmp_path / "built").exists()
