@@ -22,6 +22,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from rn50 import STARTED, launch, results, schema, tracking
+from rn50.config_dir import config_dir
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, Interrupted, reported
 from rn50.schema import ClusterName
@@ -30,7 +31,7 @@ from rn50.sweep import PARENT_ENV, URI_ENV
 log = logging.getLogger("rn50")
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")
 def run(cfg: DictConfig) -> Optional[dict]:
     # Report here: an exception leaving the task makes Hydra print more than one line,
     # and in a sweep it would stop the remaining jobs and the report. A SLURM task is
