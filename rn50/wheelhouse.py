@@ -20,7 +20,6 @@ cannot leak into the wheelhouse; it asks --index-url (PyPI by default) and nothi
 
 import argparse
 import base64
-import datetime
 import hashlib
 import json
 import os
@@ -36,7 +35,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 PROG = "rn50.wheelhouse"
 PLACEHOLDER = "rn50have"
