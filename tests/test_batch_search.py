@@ -109,6 +109,7 @@ def test_metrics_and_csv(tmp_path):
     assert sum(int(r["chosen"]) for r in rows) == 1
 
 
+@pytest.mark.slow
 def test_real_probe_on_the_cpu_picks_a_batch_and_frees_the_search(compose_cfg):
     from rn50.schema import validate
 

@@ -39,6 +39,7 @@ def test_the_command_line_wins_over_a_preset(compose_cfg, before):
     assert compile_mode(cfg.model) == "default"  # no graphs: the preset's compile, default mode
 
 
+@pytest.mark.slow
 def test_cfg_job_shows_what_a_preset_sets(tmp_path):
     proc = rn50(tmp_path, "experiment=fastest", "--cfg", "job")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -47,6 +48,7 @@ def test_cfg_job_shows_what_a_preset_sets(tmp_path):
     assert job["model"]["compile"] is True and job["model"]["cuda_graphs"] is True
 
 
+@pytest.mark.slow
 def test_cuda_graphs_on_the_cpu_is_one_line_and_no_run(tmp_path):
     proc = rn50(tmp_path, *TINY, "model.compile=true", "model.cuda_graphs=true")
     assert proc.returncode == 2
