@@ -2,7 +2,9 @@
 
 No Lightning, Hydra or MLflow: the same torchvision network, channels_last,
 fused SGD, autocast and loss scaling, and the same synthetic device-resident
-batch, timed as rn50 times it (warm-up, then a window synced at its edges).
+batch, timed as rn50 times it (warm-up, then a window synced at its edges). On a GPU
+with an NVML energy counter it also reports images per joule over the windows.
+`build_train_step` and `bare_step` are the same step for other code (rn50/batch_search.py).
 
     python -m rn50.baseline --arch resnet50 --precision amp --batch-size 256
     torchrun --standalone --nproc-per-node 4 -m rn50.baseline   # DDP, one process per GPU
@@ -13,14 +15,90 @@ import json
 import os
 import statistics
 import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Tuple
 
 import torch
+from torch import nn
 
+from rn50 import nvml
 from rn50.model import build_network, build_optimizer
 from rn50.precision import StaticGradScaler, set_math_mode
 from rn50.schema import OptimConfig, PrecisionName
 
 AUTOCAST = {"amp": torch.float16, "amp_static": torch.float16, "bf16": torch.bfloat16}
+COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+
+
+@dataclass
+class TrainStep:
+    """One training step with rn50's settings and no framework: forward under autocast,
+    cross-entropy, backward (loss-scaled for fp16), fused SGD. Call it with a batch."""
+
+    net: nn.Module
+    """The torchvision network, whose parameters the optimizer holds."""
+    model: nn.Module
+    """What the forward pass calls: the network, wrapped in DDP and compiled where asked."""
+    optimizer: torch.optim.Optimizer
+    scaler: Optional[torch.amp.GradScaler]
+    dtype: Optional[torch.dtype]
+    """The autocast dtype; None runs the forward in fp32/tf32."""
+    device: torch.device
+    channels_last: bool
+    image_size: int
+    num_classes: int
+    criterion: nn.Module = field(default_factory=nn.CrossEntropyLoss)
+
+    def batch(self, batch_size: int, seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
+        """A random batch made on the device, as data=synthetic makes it."""
+        gen = torch.Generator().manual_seed(seed)
+        images = torch.randn(batch_size, 3, self.image_size, self.image_size, generator=gen).to(self.device)
+        if self.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        return images, torch.randint(0, self.num_classes, (batch_size,), generator=gen).to(self.device)
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
+            loss = self.criterion(self.model(images), labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler is None:
+            loss.backward()
+            self.optimizer.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+
+
+def build_train_step(arch: str, precision: str, device: torch.device, *, num_classes: int = 1000,
+                     image_size: int = 224, channels_last: bool = True, compile_mode: Optional[str] = None,
+                     fused: Optional[bool] = None, loss_scale: float = 1024.0, optim=None,
+                     ddp: bool = False) -> TrainStep:
+    """rn50's network, precision, layout and optimizer as a bare step. compile_mode None runs eager;
+    fused None means fused SGD on GPUs; ddp wraps the network for an initialized process group."""
+    net = build_network(arch, num_classes, channels_last).to(device)
+    model = net
+    if ddp:
+        model = torch.nn.parallel.DistributedDataParallel(
+            net, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True)
+    if compile_mode is not None:
+        model = torch.compile(model, mode=compile_mode)
+    fused = device.type == "cuda" if fused is None else fused
+    optimizer = build_optimizer(net.parameters(), optim or OptimConfig(), fused=fused)
+    scaler = None
+    if precision == "amp":
+        scaler = torch.amp.GradScaler(device.type)
+    elif precision == "amp_static":
+        scaler = StaticGradScaler(device.type, init_scale=loss_scale)
+    return TrainStep(net, model, optimizer, scaler, AUTOCAST.get(precision), device, channels_last,
+                     image_size, num_classes)
+
+
+def bare_step(batch_size: int, arch: str, precision: str, device: torch.device, **options) -> Callable[[], None]:
+    """The bare loop's step: build_train_step's step on one device-resident batch, as a closure."""
+    train = build_train_step(arch, precision, device, **options)
+    images, labels = train.batch(batch_size)
+    return lambda: train(images, labels)
 
 
 def main(argv=None) -> dict:
@@ -33,8 +111,8 @@ def main(argv=None) -> dict:
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--compile", action="store_true")
-    p.add_argument("--compile-mode", default="default",
-                   choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"])
+    p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES,
+                   help="with --compile; reduce-overhead is what rn50's model.cuda_graphs=true runs")
     p.add_argument("--conv-1x1-as-mm", action="store_true",
                    help="inductor lowers 1x1 convolutions to matmuls it can fuse with their neighbours")
     p.add_argument("--cuda-graph", action="store_true",
@@ -53,41 +131,13 @@ def main(argv=None) -> dict:
     set_math_mode(PrecisionName(args.precision))
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
-    net = build_network(args.arch, 1000, args.channels_last).to(device)
-    model = net
-    if world > 1:
-        model = torch.nn.parallel.DistributedDataParallel(
-            net, device_ids=[device.index] if device.type == "cuda" else None,
-            gradient_as_bucket_view=True)
     if args.conv_1x1_as_mm:
         import torch._inductor.config as inductor
 
         inductor.conv_1x1_as_mm = True
-    model = torch.compile(model, mode=args.compile_mode) if args.compile else model
-    opt = build_optimizer(net.parameters(), OptimConfig(), fused=device.type == "cuda")
-    dtype = AUTOCAST.get(args.precision)
-    scaler = None
-    if args.precision == "amp":
-        scaler = torch.amp.GradScaler(device.type)
-    elif args.precision == "amp_static":
-        scaler = StaticGradScaler(device.type, init_scale=args.loss_scale)
-    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
-    if args.channels_last:
-        images = images.contiguous(memory_format=torch.channels_last)
-    labels = torch.randint(0, 1000, (args.batch_size,), device=device)
-    criterion = torch.nn.CrossEntropyLoss()
-
-    def step():
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            loss = criterion(model(images), labels)
-        opt.zero_grad(set_to_none=True)
-        if scaler is None:
-            loss.backward()
-            opt.step()
-        else:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
+    step = bare_step(args.batch_size, args.arch, args.precision, device, image_size=args.image_size,
+                     channels_last=args.channels_last, compile_mode=args.compile_mode if args.compile else None,
+                     loss_scale=args.loss_scale, ddp=world > 1)
 
     def sync():
         if device.type == "cuda":
@@ -97,24 +147,47 @@ def main(argv=None) -> dict:
         step()
     if args.cuda_graph:
         step = capture(step, device)
-    rates = []
+    energy = energy_counter(device)
+    rates, joules = [], []
     for _ in range(args.repeats):
         sync()
+        mj0 = energy()  # at the synchronized edges, outside the timed span
         t0 = time.perf_counter()
         for _ in range(args.steps):
             step()
         sync()
-        seconds = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=device)
-        if world > 1:  # the slowest rank's window, as rn50 reports it
-            torch.distributed.all_reduce(seconds, op=torch.distributed.ReduceOp.MAX)
-        rates.append(args.batch_size * world * args.steps / seconds.item())
+        seconds = time.perf_counter() - t0
+        mj1 = energy()
+        # The slowest rank's window, as rn50 reports it; the energy of every rank's GPU.
+        edge = torch.tensor([seconds, (mj1 - mj0) / 1e3 if None not in (mj0, mj1) else float("nan")],
+                            dtype=torch.float64, device=device)
+        if world > 1:
+            torch.distributed.all_reduce(edge[:1], op=torch.distributed.ReduceOp.MAX)
+            torch.distributed.all_reduce(edge[1:], op=torch.distributed.ReduceOp.SUM)
+        rates.append(args.batch_size * world * args.steps / edge[0].item())
+        joules.append(edge[1].item())
+    images = args.batch_size * world * args.steps * args.repeats
+    measured = all(j == j for j in joules)  # NaN where a GPU has no energy counter
     result = {"baseline": "bare_pytorch", **vars(args), "world_size": world,
-              "images_per_sec": statistics.median(rates), "images_per_sec_windows": rates}
+              "images_per_sec": statistics.median(rates), "images_per_sec_windows": rates,
+              "energy_joules_windows": joules if measured else None,
+              "images_per_joule": images / sum(joules) if measured else None}
     if int(os.environ.get("RANK", 0)) == 0:
         print(json.dumps(result))
     if world > 1:
         torch.distributed.destroy_process_group()
     return result
+
+
+def energy_counter(device: torch.device) -> Callable[[], Optional[float]]:
+    """Reads this GPU's NVML energy counter in millijoules; None on CPUs and GPUs without one."""
+    if device.type != "cuda":
+        return lambda: None
+    try:
+        handle = nvml.handle_for_cuda_device(device.index)
+    except Exception:  # no NVML library or driver: no energy figure, the timing still stands
+        return lambda: None
+    return lambda: nvml.energy_mj(handle)
 
 
 def capture(step, device):

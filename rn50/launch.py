@@ -19,7 +19,8 @@ from typing import Optional
 
 from omegaconf import DictConfig
 
-from rn50 import checks, ncu, nvml, pool, schema
+from rn50 import batch_search, checks, ncu, nvml, pool, schema
+from rn50.compilation import check_cuda_graphs
 from rn50.errors import ConfigError, RunFailed, error_line, failure_kind
 from rn50.schema import Accelerator, ClusterName, DataName, ProfilerName, dist_name
 
@@ -62,11 +63,13 @@ def preflight(cfg: DictConfig, here: bool = True) -> None:
     """Everything that can be wrong before a process starts; sets the resolved accelerator."""
     schema.validate(cfg)
     cfg.dist.accelerator = resolve_accelerator(cfg, here)
+    check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
     if cfg.data.name == DataName.dali and importlib.util.find_spec("nvidia.dali") is None:
         raise ConfigError(checks.MISSING_DALI)
     if cfg.data.name != DataName.synthetic:
         world = cfg.dist.nodes * cfg.dist.gpus_per_node
-        checks.count_train_images(cfg.data.root, cfg.data.batch_size * world)
+        batch = 1 if batch_search.is_auto(cfg) else cfg.data.batch_size  # auto: at least one image per rank
+        checks.count_train_images(cfg.data.root, batch * world)
     ncu.preflight(cfg)
 
 

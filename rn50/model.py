@@ -5,6 +5,8 @@ import torch
 import torchvision
 from torch import nn
 
+from rn50.compilation import compile_mode
+
 
 def build_network(arch: str, num_classes: int, channels_last: bool) -> nn.Module:
     net = getattr(torchvision.models, arch)(weights=None, num_classes=num_classes)
@@ -21,8 +23,9 @@ class ResNetModule(pl.LightningModule):
     def __init__(self, model_cfg, optim_cfg, fused: bool):
         super().__init__()
         self.net = build_network(model_cfg.arch.value, model_cfg.num_classes, model_cfg.channels_last)
-        if model_cfg.compile:
-            self.net = torch.compile(self.net)
+        mode = compile_mode(model_cfg)
+        if mode is not None:  # model.compile, or model.cuda_graphs (reduce-overhead)
+            self.net = torch.compile(self.net, mode=mode)
         self.optim_cfg, self.fused = optim_cfg, fused
         self.criterion = nn.CrossEntropyLoss()
 

@@ -1,4 +1,4 @@
-"""GPU telemetry through NVML: a background sampler per rank and its summaries.
+"""GPU telemetry through NVML: a background sampler per rank and its summaries, and energy.
 
 MLflow's own system-metrics monitor neither starts under Lightning nor reads SM
 clocks or temperature, so rn50 samples NVML itself. Each rank samples the one
@@ -61,16 +61,38 @@ def read(handle) -> Tuple[float, ...]:
     )
 
 
-class Sampler:
-    """Reads one GPU every `interval_s` seconds on a daemon thread between start() and stop()."""
+def energy_mj(handle) -> Optional[float]:
+    """The GPU's NVML energy counter in millijoules (since the driver loaded; Volta and newer),
+    or None where the GPU or driver has none."""
+    nvml = _nvml()
+    try:
+        return float(nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+    except nvml.NVMLError:
+        return None
 
-    def __init__(self, reader: Callable[[], Sequence[float]], interval_s: float, now=time.monotonic):
+
+class Sampler:
+    """Reads one GPU every `interval_s` seconds on a daemon thread between start() and stop().
+
+    With `energy_counter` (a reader of a millijoule counter such as `energy_mj`), start() and
+    stop() also read the counter, at the edges of the sampled span: joules() is their difference.
+    """
+
+    def __init__(self, reader: Callable[[], Sequence[float]], interval_s: float, now=time.monotonic,
+                 energy_counter: Optional[Callable[[], Optional[float]]] = None):
         self.reader, self.interval_s, self.now = reader, interval_s, now
+        self.energy_counter = energy_counter
         self.samples: List[Sample] = []
+        self.duration_s: Optional[float] = None
+        self.counter_mj: Tuple[Optional[float], Optional[float]] = (None, None)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
+    def _count(self) -> Optional[float]:
+        return self.energy_counter() if self.energy_counter else None
+
     def start(self) -> None:
+        self.counter_mj = (self._count(), None)
         self._t0 = self.now()
         self._thread = threading.Thread(target=self._run, name="rn50-nvml", daemon=True)
         self._thread.start()
@@ -82,10 +104,69 @@ class Sampler:
                 return
 
     def stop(self) -> List[Sample]:
+        self.duration_s = self.now() - self._t0
+        self.counter_mj = (self.counter_mj[0], self._count())
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         return self.samples
+
+    @property
+    def energy_source(self) -> Optional[str]:
+        """nvml_counter, power_samples (the counter is missing or did not move), or None."""
+        first, last = self.counter_mj
+        if first is not None and last is not None and last > first:
+            return "nvml_counter"
+        return "power_samples" if self._integrated() is not None else None
+
+    def joules(self) -> Optional[float]:
+        """Energy the GPU used between start() and stop(), from the source above."""
+        if self.energy_source == "nvml_counter":
+            return (self.counter_mj[1] - self.counter_mj[0]) / 1e3
+        return self._integrated()
+
+    def _integrated(self) -> Optional[float]:
+        if self.duration_s is None:
+            return None
+        power = 1 + FIELDS.index("power_w")
+        return integrate_power([(s[0], s[power]) for s in self.samples], self.duration_s)
+
+
+def integrate_power(points: Sequence[Tuple[float, float]], end_s: float) -> Optional[float]:
+    """Joules from (seconds since the start, watts) samples over [0, end_s]: the trapezoid rule
+    between samples, each end held at its nearest sample's power. None without a finite sample."""
+    points = sorted((t, w) for t, w in points if not math.isnan(w) and 0 <= t <= end_s)
+    if not points:
+        return None
+    joules = points[0][1] * points[0][0] + points[-1][1] * (end_s - points[-1][0])
+    for (t0, w0), (t1, w1) in zip(points, points[1:]):
+        joules += (w0 + w1) / 2 * (t1 - t0)
+    return joules
+
+
+def energy_metrics(per_gpu_joules: Dict[int, float], images) -> Dict[str, float]:
+    """energy/joules_per_image and energy/images_per_joule for the whole run (all GPUs' joules over
+    all their images), energy/joules, and gpu{i}/joules_per_image and gpu{i}/energy_joules.
+
+    per_gpu_joules: rank -> joules its GPU used over the measured windows (ranks without a figure
+    left out). images: the images each rank trained in those windows, one number for every rank
+    or a dict rank -> images.
+    """
+    metrics: Dict[str, float] = {}
+    per_rank = images if isinstance(images, dict) else {i: images for i in per_gpu_joules}
+    total_j = total_images = 0.0
+    for i, joules in sorted(per_gpu_joules.items()):
+        if joules is None or not joules > 0 or not per_rank.get(i):
+            continue
+        metrics[f"gpu{i}/energy_joules"] = joules
+        metrics[f"gpu{i}/joules_per_image"] = joules / per_rank[i]
+        total_j += joules
+        total_images += per_rank[i]
+    if total_j > 0:
+        metrics["energy/joules"] = total_j
+        metrics["energy/joules_per_image"] = total_j / total_images
+        metrics["energy/images_per_joule"] = total_images / total_j
+    return metrics
 
 
 def _finite(values):

@@ -23,7 +23,7 @@ from pytorch_lightning.plugins.environments import (LightningEnvironment, SLURME
 from pytorch_lightning.profilers import SimpleProfiler
 from pytorch_lightning.strategies import DDPStrategy
 
-from rn50 import data, environment, mfu, precision
+from rn50 import batch_search, data, environment, mfu, precision
 from rn50.errors import failure_kind, error_line
 from rn50.model import ResNetModule
 from rn50.ncu_range import NcuRange
@@ -105,6 +105,7 @@ def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     """This process's rank of the run; rank 0 returns every rank's result, the others None."""
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
     precision.set_math_mode(cfg.precision.name)
+    search = batch_search.resolve_auto_batch(cfg, device_type)  # data.batch_size=auto: sets the batch
     pl.seed_everything(cfg.seed, verbose=False)
     fused = cfg.optim.fused if cfg.optim.fused is not None else device_type == "cuda"
     model = ResNetModule(cfg.model, cfg.optim, fused)
@@ -116,7 +117,12 @@ def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     ranks = throughput.ranks
     if ranks is None:
         return None
+    for r in ranks:
+        r.batch_size = cfg.data.batch_size
     zero = ranks[0]
+    if search is not None:
+        zero.metrics.update(batch_search.search_metrics(search))
+        zero.files.append(batch_search.write_csv(out / "batch_search.csv", search))
     zero.env_tags = {**environment.software_tags(), **environment.gpu_tags(device_type),
                      "accelerator": device_type}
     zero.flops_per_image = mfu.flops_per_image(cfg.model.arch.value, cfg.model.num_classes, cfg.data.image_size)

@@ -27,6 +27,7 @@ COLUMNS = [
     ("images_per_sec_median", "images/sec median"), ("images_per_sec_mean", "images/sec mean"),
     ("speedup", "speedup"), ("scaling_efficiency_pct", "scaling eff. %"),
     ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"), ("mfu_pct", "MFU %"),
+    ("images_per_joule", "images/J"), ("joules_per_image", "J/image"),
     ("startup_s", "startup s"), ("wall_s", "wall s"), ("status", "status"),
 ]
 
@@ -45,12 +46,15 @@ def _row(run) -> Dict:
         "setup": ";".join(f"{k}={v}" for k, v in sorted(p.items()) if not k.startswith(NOT_SETUP)),
         "model": model, "image_size": p.get("data.image_size"), "data": p.get("data.name"),
         "nodes": nodes, "gpus": nodes * per_node, "precision": p.get("precision.name"),
-        "batch_per_gpu": int(p.get("data.batch_size", 0)),
+        "batch_per_gpu": batch_per_gpu(p, m),
         "images_per_sec_median": m.get("throughput/images_per_sec") if comparable else None,
         "images_per_sec_mean": m.get("throughput/images_per_sec_mean") if comparable else None,
         "gpu_utilization_pct": m.get("gpu/utilization_pct"),
         "data_wait_pct": m.get("data/wait_pct"),
         "mfu_pct": m.get("mfu_pct") if comparable else None,
+        # GPU board energy over the measured windows (NVML), not the node's at the wall.
+        "images_per_joule": m.get("energy/images_per_joule") if comparable else None,
+        "joules_per_image": m.get("energy/joules_per_image") if comparable else None,
         "startup_s": m.get("time/startup_s"), "wall_s": m.get("time/wall_s"),
         "busy_s": (m["time/warmup_s"] + m["window/seconds_total"]) if "time/warmup_s" in m else None,
         "status": status, "failure": failure,
@@ -59,6 +63,15 @@ def _row(run) -> Dict:
         "start_time": run.info.start_time,
         "config_hash": t.get(tracking.HASH_TAG),
     }
+
+
+def batch_per_gpu(params: Dict, metrics: Dict) -> int:
+    """The batch a run trained at: the one data.batch_size=auto chose, else the one asked for;
+    0 for an auto run that stopped before choosing."""
+    if "data.batch_size_chosen" in metrics:
+        return int(metrics["data.batch_size_chosen"])
+    asked = params.get("data.batch_size", "0")
+    return int(asked) if asked.isdigit() else 0
 
 
 def add_scaling(rows: List[Dict]) -> List[Dict]:

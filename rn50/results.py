@@ -28,6 +28,12 @@ class RankResult:
     windows: List[timing.Window]
     samples: List[tuple] = field(default_factory=list)
     """NVML samples of this rank's GPU in the measured windows (nvml.FIELDS); empty on CPUs."""
+    energy_j: Optional[float] = None
+    """Board energy of this rank's GPU over the measured windows (NVML's counter, else power samples)."""
+    energy_source: Optional[str] = None
+    """Where energy_j came from: the counter or the power samples."""
+    batch_size: int = 0
+    """Images per step on this rank: data.batch_size, or what data.batch_size=auto chose."""
     process_cpu_pct: Optional[float] = None
     """This process's CPU time over the windows' wall time, in % of one core."""
     cpu_cores: int = 1
@@ -58,12 +64,14 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> Ru
     """Metrics, tags, series and the numbers behind them; started_at is when the run (or the
     sweep point) began, so startup and wall time are measured from the command's side."""
     zero = ranks[0]
-    world = len(ranks)
+    world, batch = len(ranks), zero.batch_size
     windows = timing.slowest([r.windows for r in ranks])
-    metrics = timing.summarize(windows, cfg.data.batch_size, world)
+    metrics = timing.summarize(windows, batch, world)
     per_device = metrics["throughput/images_per_sec_per_device"]
     gpu_samples = {r.rank: r.samples for r in ranks if r.samples}
     metrics.update(nvml.summarize(gpu_samples))
+    joules = {r.rank: r.energy_j for r in ranks if r.energy_j is not None}
+    metrics.update(nvml.energy_metrics(joules, batch * cfg.bench.steps * cfg.bench.repeats))
     if not gpu_samples:
         cpu = [r.process_cpu_pct / r.cpu_cores for r in ranks if r.process_cpu_pct is not None]
         if cpu:  # the share of the cores each rank may use, so a CPU run has a utilization too
@@ -91,9 +99,12 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> Ru
         node_hostnames=",".join(f"{n}:{h}" for n, h in sorted({(r.node_rank, r.hostname) for r in ranks})),
         dist=dist_name(cfg),
     )
+    sources = sorted({r.energy_source for r in ranks if r.energy_source})
+    if sources:
+        tags["energy_source"] = ",".join(sources)
     if cfg.profiler.name.value != "none":
         tags["profiled"] = cfg.profiler.name.value  # sweep reports keep it out of the speedup reference
-    series = {"throughput/images_per_sec_window": timing.window_images_per_sec(windows, cfg.data.batch_size, world)}
+    series = {"throughput/images_per_sec_window": timing.window_images_per_sec(windows, batch, world)}
     return RunRecord(metrics, tags, series, list(zero.files))
 
 
@@ -107,7 +118,7 @@ def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: s
         files.append(out / "gpu_telemetry.csv")
         nvml.write_csv(files[-1], gpu_samples)
     summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name.value,
-               "batch_size": cfg.data.batch_size, **record.metrics}
+               "batch_size": ranks[0].batch_size, **record.metrics}
     files.append(out / "summary.json")
     files[-1].write_text(json.dumps(summary) + "\n")
     return [str(f) for f in files] + sorted(str(f) for f in out.glob("*profiler*.txt")) + record.files

@@ -61,6 +61,16 @@ class ClusterName(Enum):
     torchrun = "torchrun"
 
 
+# torch.compile's own mode names, hyphens included, so `model.compile_mode=reduce-overhead`
+# reads as in torch's documentation (the functional API allows names class syntax does not).
+CompileMode = Enum(
+    "CompileMode",
+    [(m, m) for m in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")],
+    module=__name__,
+    qualname="CompileMode",
+)
+
+
 @dataclass
 class ModelConfig:
     arch: Arch = Arch.resnet50
@@ -69,6 +79,13 @@ class ModelConfig:
     """Model weights and input batches in NHWC, the layout tensor cores want."""
     compile: bool = False
     """Wrap the network in torch.compile; compilation happens during the warm-up steps."""
+    compile_mode: CompileMode = CompileMode["default"]
+    """torch.compile's mode: default, reduce-overhead (CUDA graphs), max-autotune (autotuned
+    kernels and CUDA graphs), max-autotune-no-cudagraphs. Used when the network is compiled."""
+    cuda_graphs: bool = False
+    """Replay the compiled forward and backward as CUDA graphs (torch.compile's mode=reduce-overhead
+    unless compile_mode is max-autotune). Needs model.compile=true and a GPU. A compiled run whose
+    compile_mode captures by itself is recorded with it true (rn50/compilation.py)."""
     num_classes: int = 1000
     """Width of the classifier head."""
 
@@ -85,8 +102,10 @@ class PrecisionConfig:
 class DataConfig:
     name: DataName = DataName.synthetic
     """synthetic: one random batch kept on the device; imagefolder: torchvision DataLoader; dali: NVIDIA DALI."""
-    batch_size: int = 256
-    """Images per device per step; the global batch is this times the world size."""
+    batch_size: Any = 256
+    """Images per device per step (the global batch is this times the world size), or auto:
+    each rank searches for the batch with the highest images/sec that fits (rn50/batch_search.py).
+    Typed Any because OmegaConf has no Union; validate() accepts a positive integer or auto."""
     image_size: int = 224
     """Square input resolution in pixels."""
     root: Optional[str] = None
@@ -232,7 +251,7 @@ def _positive(cfg: DictConfig, key: str, hint: str, minimum: Any = 1) -> None:
 
 def validate(cfg: DictConfig) -> DictConfig:
     """Range checks the types cannot express. Raises ConfigError naming the dotted key."""
-    _positive(cfg, "data.batch_size", "use a batch size of 1 or more per device")
+    _check_batch_size(cfg)
     _positive(
         cfg,
         "data.image_size",
@@ -268,6 +287,9 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "profiler.warmup", "use 0 or more steps", 0)
     _positive(cfg, "profiler.active", "use 1 or more recorded steps")
     _positive(cfg, "profiler.steps", "use 1 or more profiled steps")
+    from rn50.compilation import check_cuda_graphs  # imports this module
+
+    check_cuda_graphs(cfg)
     return cfg
 
 
@@ -305,3 +327,16 @@ def dist_name(cfg: DictConfig) -> str:
 def run_name(cfg: DictConfig) -> str:
     """An MLflow run's name: resnet50-amp-1n8g-bs256."""
     return f"{cfg.model.arch.value}-{cfg.precision.name.value}-{dist_name(cfg)}-bs{cfg.data.batch_size}"
+
+
+AUTO_BATCH = "auto"
+
+
+def _check_batch_size(cfg: DictConfig) -> None:
+    """data.batch_size is Any in the schema (int or "auto"), so its type is checked here."""
+    value = cfg.data.batch_size
+    if value == AUTO_BATCH:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"data.batch_size={value}: use a positive integer or auto")
+    _positive(cfg, "data.batch_size", "use a batch size of 1 or more per device")

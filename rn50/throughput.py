@@ -33,7 +33,8 @@ class ThroughputCallback(pl.Callback):
     def setup(self, trainer, pl_module, stage):
         if self.device_type == "cuda":
             handle = nvml.handle_for_cuda_device(trainer.strategy.root_device.index)
-            self.sampler = nvml.Sampler(lambda: nvml.read(handle), self.interval_s)
+            self.sampler = nvml.Sampler(lambda: nvml.read(handle), self.interval_s,
+                                        energy_counter=lambda: nvml.energy_mj(handle))
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if not self.first_step_at:
@@ -70,6 +71,8 @@ class ThroughputCallback(pl.Callback):
             pid=os.getpid(),
             windows=self.timer.windows,
             samples=self.sampler.samples if self.sampler else [],
+            energy_j=self.sampler.joules() if self.sampler else None,
+            energy_source=self.sampler.energy_source if self.sampler else None,
             process_cpu_pct=100.0 * self._cpu_s / self._wall_s if self._wall_s > 0 else None,
             cpu_cores=usable_cores(),
             first_step_at=self.first_step_at,

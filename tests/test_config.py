@@ -8,7 +8,7 @@ from conftest import CONF
 from rn50.errors import ConfigError, _one_line
 from rn50.schema import Accelerator, Arch, PrecisionName, dist_name, profiled_steps, validate
 
-GROUPS = ["model", "precision", "data", "dist", "profiler", "cluster", "mfu"]
+GROUPS = ["model", "precision", "data", "dist", "profiler", "cluster", "mfu", "experiment"]
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
 
 
@@ -98,8 +98,11 @@ def test_profilers_add_their_steps_after_the_measured_windows(compose_cfg):
     assert profiled_steps(compose_cfg(["profiler=ncu", "profiler.steps=4"])) == 4
 
 
-def test_validation_error_is_a_validation_error_for_bad_ints(compose_cfg):
+def test_a_bad_int_names_the_key(compose_cfg):
+    # data.batch_size is typed Any (an int or auto), so validate() checks it; other ints fail at compose.
+    with pytest.raises(ConfigError, match=r"^data\.batch_size=lots: use a positive integer or auto$"):
+        validate(compose_cfg(["data.batch_size=lots"]))
     with pytest.raises(ConfigCompositionException) as info:
-        compose_cfg(["data.batch_size=lots"])
+        compose_cfg(["data.image_size=lots"])
     assert isinstance(info.value.__cause__, ValidationError)
-    assert "data.batch_size" in _one_line(info.value)
+    assert "data.image_size" in _one_line(info.value)

@@ -105,7 +105,8 @@ def test_failed_points_do_not_stop_the_sweep(tmp_path):
 
 
 def test_a_sweep_stopped_early_closes_its_parent(tmp_path):
-    proc = rn50(tmp_path, "--multirun", *TINY_NO_BATCH, "data.batch_size=abc,2")
+    # A point that does not compose (optim.lr is a float) stops the sweep before its jobs run.
+    proc = rn50(tmp_path, "--multirun", *TINY_NO_BATCH, "optim.lr=abc,0.1")
     assert proc.returncode != 0
     assert [l for l in proc.stderr.splitlines() if l.startswith("rn50: error:")]
     (parent,) = runs_in(tmp_path)

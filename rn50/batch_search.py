@@ -1,0 +1,343 @@
+"""data.batch_size=auto: find the per-device batch with the highest images/sec that fits in memory.
+
+`find_batch` is the search, free of torch: it calls a probe (batch -> images/sec, or None or an
+out-of-memory error when the batch does not fit) and spends at most a budget of training steps.
+It doubles the batch from `start` while images/sec improves by more than `min_gain`, going down
+instead when `start` does not fit, then probes the midpoints between the best batch and its
+probed neighbours (the next smaller one, and the next larger one, which was slower or did not
+fit) until the budget is spent or no new batch lies between. Batches are multiples of `multiple`
+(8 on GPUs) where they can be. The answer is the fastest batch probed.
+
+`make_probe` builds rn50's step (rn50/baseline.py's build_train_step: the same network,
+precision, channels_last and fused SGD) on the rank's device and times a few steps of a
+synthetic batch with the window method: synchronized only at the window's edges.
+
+`resolve_auto_batch` is what a rank calls before it builds its trainer: it searches, puts the
+chosen batch in cfg.data.batch_size, and (with several ranks and a process group) takes rank 0's
+choice on every rank. A compiled model compiles once for the whole search, with the batch
+dimension dynamic; the run then compiles for the chosen batch alone.
+"""
+
+import csv
+import gc
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Union
+
+from rn50.errors import Rn50Error
+from rn50.schema import AUTO_BATCH
+
+log = logging.getLogger("rn50")
+
+OOM = None
+"""What a probe returns for a batch that does not fit (it may also raise the allocator's error)."""
+OOM_SIGNS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
+@dataclass
+class Limits:
+    """How far and how long a search goes."""
+
+    start: int
+    max_batch: int
+    multiple: int
+    warmup_steps: int
+    """Untimed steps of each probe: cuDNN autotunes a new shape, compile and CUDA graphs record."""
+    steps: int
+    """Timed steps of each probe."""
+    step_budget: int
+    """All steps of all probes, warm-up included."""
+
+    @property
+    def steps_per_probe(self) -> int:
+        return self.warmup_steps + self.steps
+
+
+# GPUs: 64 -> 128 -> ... -> 2048 at most, ~8 probes of 3 + 10 steps (~1 minute eager on an H200).
+GPU_LIMITS = Limits(start=64, max_batch=2048, multiple=8, warmup_steps=3, steps=10, step_budget=104)
+# CPUs: small batches and few steps (2, 4, 8, 16, 32: 5 probes of 1 + 2 steps), so a CPU run
+# with a tiny model searches in seconds; CPU throughput hardly changes with batch anyway.
+CPU_LIMITS = Limits(start=2, max_batch=32, multiple=2, warmup_steps=1, steps=2, step_budget=15)
+
+
+@dataclass
+class Probe:
+    batch: int
+    images_per_sec: Optional[float]
+    """None when the batch did not fit in memory."""
+    steps: int
+    """Steps this probe was charged against the budget."""
+
+
+@dataclass
+class SearchResult:
+    batch: int
+    probes: List[Probe] = field(default_factory=list)
+    steps: int = 0
+    """Steps spent, warm-up included; never more than the budget."""
+    seconds: float = 0.0
+
+
+class NoBatchFits(Rn50Error):
+    """Even the smallest batch ran out of memory."""
+
+
+def is_oom(exc: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, MemoryError, or the CPU allocator's RuntimeError."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(exc, RuntimeError) and any(s in str(exc).lower() for s in OOM_SIGNS)
+
+
+def snap(batch: float, multiple: int) -> int:
+    """The nearest multiple of `multiple`, or the batch itself (at least 1) below it."""
+    if batch < multiple:
+        return max(1, int(batch))
+    return max(multiple, int(round(batch / multiple)) * multiple)
+
+
+def find_batch(probe: Callable[[int], Optional[float]], start: int = 64, max_batch: int = 2048,
+               step_budget: int = 104, steps_per_probe: int = 13, multiple: int = 8,
+               min_gain: float = 0.01) -> SearchResult:
+    """The batch with the highest images/sec among those probed; see the module's docstring.
+
+    Every probe is charged `steps_per_probe` steps, out-of-memory ones too, and no probe starts
+    that would take the total past `step_budget`. Raises NoBatchFits when batch 1 does not fit,
+    or when the budget ran out before any batch fitted.
+    """
+    if step_budget < steps_per_probe:
+        raise ValueError(f"a step budget of {step_budget} is less than one probe ({steps_per_probe} steps)")
+    result = SearchResult(batch=0)
+    rates: Dict[int, Optional[float]] = {}
+    t0 = time.perf_counter()
+
+    def affordable() -> bool:
+        return result.steps + steps_per_probe <= step_budget
+
+    def run(batch: int) -> Optional[float]:
+        if batch not in rates:
+            result.steps += steps_per_probe
+            try:
+                rate = probe(batch)
+            except Exception as exc:
+                if not is_oom(exc):
+                    raise
+                rate = OOM
+            rates[batch] = rate
+            result.probes.append(Probe(batch, rate, steps_per_probe))
+            log.info("batch search: batch %d: %s", batch, "out of memory" if rate is None else f"{rate:.1f} images/sec")
+        return rates[batch]
+
+    # A batch that fits: start, or halve until one does.
+    batch = snap(min(start, max_batch), multiple)
+    while run(batch) is OOM:
+        if batch == 1:
+            raise NoBatchFits("data.batch_size=auto: not even a batch of 1 fits in memory")
+        if not affordable():
+            raise NoBatchFits(f"data.batch_size=auto: no batch down to {batch} fitted in memory "
+                              f"within the search's {step_budget} steps; give a fixed data.batch_size")
+        batch = snap(batch / 2, multiple)
+    best = batch
+    # Double while it pays.
+    while best < max_batch and affordable():
+        bigger = min(snap(best * 2, multiple), max_batch)
+        rate = run(bigger)
+        if rate is OOM or rate <= rates[best] * (1 + min_gain):
+            break
+        best = bigger
+    # Refine between the best and its probed neighbours.
+    while affordable():
+        fitted = {b: r for b, r in rates.items() if r is not OOM}
+        best = max(fitted, key=fitted.get)
+        neighbours = [min((b for b in rates if b > best), default=None),
+                      max((b for b in rates if b < best), default=None)]
+        between = [snap((best + n) / 2, multiple) for n in neighbours if n is not None]
+        fresh = [b for b in between if b not in rates and b != best]
+        if not fresh:
+            break
+        for b in fresh:
+            if affordable():
+                run(b)
+    fitted = {b: r for b, r in rates.items() if r is not OOM}
+    result.batch = max(fitted, key=fitted.get)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def limits_for(device_type: str) -> Limits:
+    return GPU_LIMITS if device_type == "cuda" else CPU_LIMITS
+
+
+def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
+    """rn50's training step on `device`, timed on a synthetic batch of the probed size.
+
+    The probe keeps one network and optimizer across batches, as a run keeps them, and frees
+    each batch's memory after its probe; it returns OOM (and frees what it can) when the batch
+    does not fit. `probe.close()` frees the network and the compiled graphs.
+    """
+    import torch
+
+    from rn50.baseline import build_train_step
+    from rn50.compilation import CAPTURING_MODES, compile_mode
+
+    mode = compile_mode(cfg.model)
+    fused = cfg.optim.fused if cfg.optim.fused is not None else device.type == "cuda"
+    torch.backends.cudnn.benchmark = True  # as the Trainer's benchmark=True
+    train = build_train_step(cfg.model.arch.value, cfg.precision.name.value, device,
+                             num_classes=cfg.model.num_classes, image_size=cfg.data.image_size,
+                             channels_last=cfg.model.channels_last, compile_mode=mode, fused=fused,
+                             loss_scale=cfg.precision.loss_scale or 1024.0, optim=cfg.optim)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    def free() -> None:
+        if device.type == "cuda":  # hand the batch's blocks back, so the next size starts unfragmented
+            gc.collect()
+            torch.cuda.empty_cache()
+
+    def probe(batch: int) -> Optional[float]:
+        try:
+            images, labels = train.batch(batch, seed=cfg.seed)
+            if mode is not None:  # one compile for every probed batch, not one each
+                torch._dynamo.maybe_mark_dynamic(images, 0)
+                torch._dynamo.maybe_mark_dynamic(labels, 0)
+            for _ in range(limits.warmup_steps):
+                train(images, labels)
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(limits.steps):
+                train(images, labels)
+            sync()
+            return batch * limits.steps / (time.perf_counter() - t0)
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            if mode in CAPTURING_MODES:  # a recording cut short: record afresh, keep the compiled code
+                from torch._inductor.cudagraph_trees import reset_cudagraph_trees
+
+                reset_cudagraph_trees()
+            return OOM
+        finally:
+            images = labels = None
+            train.optimizer.zero_grad(set_to_none=True)
+            free()
+
+    def close() -> None:
+        nonlocal train
+        train = None
+        if mode is not None:
+            torch._dynamo.reset()  # drops the dynamic-batch graphs and their CUDA graph pools
+        free()
+
+    probe.close = close
+    return probe
+
+
+def is_auto(cfg) -> bool:
+    return cfg.data.batch_size == AUTO_BATCH
+
+
+def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None) -> Optional[SearchResult]:
+    """For data.batch_size=auto: search on this rank's device and set cfg.data.batch_size to the
+    batch found. None (and nothing changed) for a fixed batch.
+
+    With several ranks every rank searches on its own device at once, then all take rank 0's
+    batch: this joins the ranks' process group first (join_ranks), which Lightning then uses.
+    """
+    if not is_auto(cfg):
+        return None
+    import torch
+
+    device = local_device(device_type)
+    if cfg.dist.nodes * cfg.dist.gpus_per_node > 1:
+        join_ranks(cfg, device)
+    limits = limits or limits_for(device.type)
+    probe = make_probe(cfg, device, limits)
+    try:
+        result = find_batch(probe, limits.start, limits.max_batch, limits.step_budget,
+                            limits.steps_per_probe, limits.multiple)
+    finally:
+        probe.close()
+    result.batch = agree_on_batch(result.batch)
+    cfg.data.batch_size = result.batch
+    log.info("batch search: chose batch %d per device after %d probes (%d steps, %.1f s)",
+             result.batch, len(result.probes), result.steps, result.seconds)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    return result
+
+
+def local_device(device_type: str):
+    """The device this rank trains on: cuda:LOCAL_RANK, as Lightning will pick it."""
+    import os
+
+    import torch
+
+    if device_type != "cuda":
+        return torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    torch.cuda.set_device(device)
+    return device
+
+
+def join_ranks(cfg, device) -> None:
+    """Initialize the default process group as Lightning's DDP strategy would (the same cluster
+    environment, backend and timeout), so the ranks can agree before the Trainer exists.
+    Lightning finds the group initialized and uses it."""
+    import os
+
+    import torch.distributed as dist
+    from torch.distributed.constants import default_pg_timeout
+    from pytorch_lightning.plugins.environments import SLURMEnvironment
+
+    from rn50.schema import ClusterName
+
+    if dist.is_initialized():
+        return
+    cuda = device.type == "cuda"
+    backend, device_id = ("nccl", device) if cuda else ("gloo", None)
+    if cfg.cluster.name != ClusterName.slurm:  # torchrun and rn50's pool set RANK, WORLD_SIZE, MASTER_*
+        dist.init_process_group(backend, timeout=default_pg_timeout, device_id=device_id)
+        return
+    env = SLURMEnvironment(auto_requeue=False)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = env.main_address, str(env.main_port)
+    dist.init_process_group(backend, rank=env.global_rank(), world_size=env.world_size(),
+                            timeout=default_pg_timeout, device_id=device_id)
+
+
+def agree_on_batch(batch: int) -> int:
+    """Rank 0's batch on every rank when a process group is up; this rank's batch otherwise."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return batch
+    chosen = [batch]
+    dist.broadcast_object_list(chosen, src=0)
+    return int(chosen[0])
+
+
+def search_metrics(result: SearchResult) -> Dict[str, float]:
+    """data.batch_size_chosen, batch_search/probe_bs{N}_images_per_sec for each batch that fit,
+    and the search's cost: batch_search/probes, batch_search/steps, batch_search/seconds."""
+    metrics: Dict[str, float] = {"data.batch_size_chosen": result.batch,
+                                 "batch_search/probes": len(result.probes),
+                                 "batch_search/steps": result.steps,
+                                 "batch_search/seconds": result.seconds}
+    for p in result.probes:
+        if p.images_per_sec is not None:
+            metrics[f"batch_search/probe_bs{p.batch}_images_per_sec"] = p.images_per_sec
+    return metrics
+
+
+def write_csv(path, result: SearchResult) -> str:
+    """batch_search.csv: one row per probe in the order they ran; oom is 1 for a batch that did not fit."""
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(("probe", "batch", "images_per_sec", "oom", "steps", "chosen"))
+        for i, p in enumerate(result.probes):
+            rate: Union[str, float] = "" if p.images_per_sec is None else round(p.images_per_sec, 2)
+            out.writerow((i, p.batch, rate, int(p.images_per_sec is None), p.steps, int(p.batch == result.batch)))
+    return str(path)

@@ -1,0 +1,108 @@
+"""Presets (conf/experiment/), compile modes and CUDA graphs as config, and data.batch_size=auto."""
+
+import pytest
+import yaml
+
+from conftest import TINY, rn50, runs_in
+from rn50.compilation import check_cuda_graphs, compile_mode
+from rn50.errors import ConfigError
+from rn50.schema import Accelerator, PrecisionName, validate
+
+
+def on_gpu(cfg):
+    cfg.dist.accelerator = Accelerator.gpu  # as launch.preflight resolves it on a GPU host
+    return cfg
+
+
+def test_fastest_is_the_best_measured_setting(compose_cfg):
+    cfg = on_gpu(compose_cfg(["experiment=fastest"]))
+    assert cfg.precision.name == PrecisionName.amp and cfg.data.batch_size == 512
+    assert cfg.model.compile and cfg.model.cuda_graphs and cfg.model.channels_last
+    validate(cfg)
+    assert compile_mode(cfg.model) == "reduce-overhead" and cfg.model.compile_mode.value == "reduce-overhead"
+
+
+def test_mlperf_is_mlperfs_setting_where_pytorch_has_it(compose_cfg):
+    cfg = validate(on_gpu(compose_cfg(["experiment=mlperf"])))
+    assert (cfg.data.batch_size, cfg.data.image_size, cfg.precision.name) == (400, 224, PrecisionName.amp)
+    assert cfg.model.arch.value == "resnet50" and cfg.model.channels_last
+    assert cfg.model.compile and cfg.model.cuda_graphs
+    assert (cfg.optim.momentum, cfg.optim.weight_decay) == (0.9, 5e-05)
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_the_command_line_wins_over_a_preset(compose_cfg, before):
+    mine = ["data.batch_size=256", "precision=bf16", "model.cuda_graphs=false"]
+    cfg = compose_cfg(mine + ["experiment=fastest"] if before else ["experiment=fastest"] + mine)
+    assert cfg.data.batch_size == 256 and cfg.precision.name == PrecisionName.bf16
+    validate(on_gpu(cfg))
+    assert compile_mode(cfg.model) == "default"  # no graphs: the preset's compile, default mode
+
+
+@pytest.mark.slow
+def test_cfg_job_shows_what_a_preset_sets(tmp_path):
+    proc = rn50(tmp_path, "experiment=fastest", "--cfg", "job")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    job = yaml.safe_load(proc.stdout)
+    assert job["data"]["batch_size"] == 512 and job["precision"]["name"] == "amp"
+    assert job["model"]["compile"] is True and job["model"]["cuda_graphs"] is True
+
+
+@pytest.mark.slow
+def test_cuda_graphs_on_the_cpu_is_one_line_and_no_run(tmp_path):
+    proc = rn50(tmp_path, *TINY, "model.compile=true", "model.cuda_graphs=true")
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert errors == ["rn50: error: model.cuda_graphs=true captures CUDA graphs, which need a GPU, "
+                      "but this run is on the CPU; use model.cuda_graphs=false"], proc.stderr[-2000:]
+    assert not runs_in(tmp_path)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["model.cuda_graphs=true"], "model.cuda_graphs=true needs model.compile=true"),
+    (["model.compile=true", "model.cuda_graphs=true", "model.compile_mode=max-autotune-no-cudagraphs"],
+     "conflicts with model.compile_mode=max-autotune-no-cudagraphs"),
+    (["model.compile=true", "model.cuda_graphs=true", "bench.warmup_steps=2"], r"bench\.warmup_steps=2 is too few"),
+])
+def test_captures_that_cannot_work_name_the_key(compose_cfg, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        check_cuda_graphs(on_gpu(compose_cfg(overrides)))
+
+
+def test_a_capturing_compile_mode_is_recorded_as_cuda_graphs(compose_cfg):
+    cfg = on_gpu(compose_cfg(["model.compile=true", "model.compile_mode=max-autotune"]))
+    check_cuda_graphs(cfg)
+    assert cfg.model.cuda_graphs and compile_mode(cfg.model) == "max-autotune"
+    with pytest.raises(ConfigError, match="model.compile_mode=reduce-overhead captures CUDA graphs"):
+        validate(compose_cfg(["dist.accelerator=cpu", "model.compile=true", "model.compile_mode=reduce-overhead"]))
+    plain = validate(compose_cfg(["model.compile_mode=reduce-overhead"]))  # not compiled: no graphs
+    assert compile_mode(plain.model) is None and not plain.model.cuda_graphs
+
+
+def test_an_unknown_compile_mode_lists_the_modes(compose_cfg):
+    from hydra.errors import ConfigCompositionException
+
+    from rn50.errors import _one_line
+
+    with pytest.raises(ConfigCompositionException) as info:
+        compose_cfg(["model.compile_mode=fast"])
+    assert "model.compile_mode" in _one_line(info.value) and "reduce-overhead" in _one_line(info.value)
+
+
+def test_batch_size_auto_composes_and_mixes_with_fixed_sizes(compose_cfg):
+    assert validate(compose_cfg(["data.batch_size=auto"])).data.batch_size == "auto"
+    assert validate(compose_cfg(["experiment=fastest", "data.batch_size=auto"])).data.batch_size == "auto"
+    assert validate(compose_cfg(["data.batch_size=96"])).data.batch_size == 96
+
+
+@pytest.mark.parametrize("value,message", [
+    ("lots", "data.batch_size=lots: use a positive integer or auto"),
+    ("Auto", "data.batch_size=Auto: use a positive integer or auto"),
+    ("2.5", "data.batch_size=2.5: use a positive integer or auto"),
+    ("true", "data.batch_size=True: use a positive integer or auto"),
+    ("0", "data.batch_size=0 is out of range: use a batch size of 1 or more per device"),
+])
+def test_bad_batch_sizes_name_the_key(compose_cfg, value, message):
+    with pytest.raises(ConfigError) as info:
+        validate(compose_cfg([f"data.batch_size={value}"]))
+    assert str(info.value) == message
