@@ -66,6 +66,8 @@ class SweepCallback(Callback):
             rows = report.collect(uri, parent_run_id=parent)
             files = report.write(rows, Path(config.hydra.sweep.dir))
             tracking.log_results(uri, parent, {}, artifacts=map(str, files))
+            tracking.set_description(uri, parent, report.description(rows))
+            tracking.ensure_ui_view(uri, tracking.MlflowClient(uri).get_run(parent).info.experiment_id)
             failed = [r for r in rows if r["status"] != "FINISHED"]
         finally:
             tracking.end_run(uri, parent, ok=not failed)

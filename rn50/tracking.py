@@ -155,7 +155,9 @@ def ui_view_state() -> Dict:
     return {
         "selectedColumns": UI_COLUMNS,
         "columnOrder": ["attributes.`Run Name`", "runDateAndNestInfo", *UI_COLUMNS, "duration"],
-        "columnWidths": {c: 190 if c.startswith("metrics.") else 150 for c in UI_COLUMNS},
+        # Wide enough for the names: throughput/images_per_sec and ..._per_device differ at the end.
+        "columnWidths": {"attributes.`Run Name`": 270,
+                         **{c: 270 if "throughput/" in c else 170 for c in UI_COLUMNS}},
         "orderByKey": "attributes.`end_time`",
         "orderByAsc": False,
     }
