@@ -131,11 +131,16 @@ def distinct_labels(keys: List[str], base: Dict[str, Point]) -> Dict[str, str]:
     return names
 
 
+def natural(text: str) -> list:
+    """Sort key that puts bs64 before bs128."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
 def compare(base: Dict[str, Point], cand: Dict[str, Point], tolerance: float) -> List[Tuple[str, Point, Point, str]]:
-    common = sorted(set(base) & set(cand), key=lambda k: base[k].label)
+    common = sorted(set(base) & set(cand), key=lambda k: natural(base[k].label))
     if not common:
         def brief(side):
-            names = sorted({p.label for p in side.values()})
+            names = sorted({p.label for p in side.values()}, key=natural)
             return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
         raise Rn50Error(f"BASE and CANDIDATE have no point in common: BASE has {brief(base)}; "
