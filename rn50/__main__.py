@@ -80,6 +80,9 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
         tracking.log_results(cfg.mlflow.tracking_uri, run_id, record.metrics, record.tags, record.series,
                              [str(out / "resolved_config.yaml"), *files])
     log.info("%s; MLflow run %s", results.headline(name, record.metrics), run_id)
+    if not parent:  # a sweep prints where its results are once, at its end
+        uri = cfg.mlflow.tracking_uri
+        print(tracking.ui_hint(uri, tracking.experiment_of(uri, run_id), output_dir=str(out)))
     return {"run_id": run_id, **record.metrics}
 
 

@@ -5,16 +5,18 @@
 
 Speedup is against the median images/sec of the finished, unprofiled 1n1g runs
 whose config is the same but for dist, profiler, telemetry, cluster and mlflow
-keys; scaling efficiency is speedup over the GPU count.
+keys; scaling efficiency is speedup over the device count. Devices are named for what
+ran: GPUs, or CPU processes for dist.accelerator=cpu.
 """
 
 import argparse
 import csv
 import json
+import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from rn50 import tracking
 from rn50.errors import Rn50Error, reported
@@ -22,14 +24,41 @@ from rn50.errors import Rn50Error, reported
 ROLE_TAG = "rn50.role"
 # Keys that may differ between a point and its 1n1g reference.
 NOT_SETUP = ("dist.", "profiler.", "telemetry.", "cluster.", "mlflow.")
+# The MFU peak table is the same data in every run; mfu.peak_tflops (an override) stays.
+PEAK_TABLE = "mfu.peaks."
+# Column keys stay as they are (CSV and JSON readers use them); headers name the device kind.
 COLUMNS = [
-    ("model", "model"), ("nodes", "nodes"), ("gpus", "GPUs"), ("precision", "precision"), ("batch_per_gpu", "batch/GPU"),
+    ("model", "model"), ("nodes", "nodes"), ("gpus", "{devices}"), ("precision", "precision"),
+    ("batch_per_gpu", "batch per {device}"),
     ("images_per_sec_median", "images/sec median"), ("images_per_sec_mean", "images/sec mean"),
     ("speedup", "speedup"), ("scaling_efficiency_pct", "scaling eff. %"),
     ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"), ("mfu_pct", "MFU %"),
     ("images_per_joule", "images/J"), ("joules_per_image", "J/image"),
     ("startup_s", "startup s"), ("wall_s", "wall s"), ("status", "status"),
 ]
+CSV_EXTRA = ["failure", "error", "point", "run_id", "image_size", "accelerator"]
+# What the processes of a run are, by its accelerator: (one, many).
+DEVICE_NAMES = {"cuda": ("GPU", "GPUs"), "cpu": ("process", "CPU processes")}
+
+
+def setup(params: Dict[str, str], leave_out=NOT_SETUP) -> str:
+    """The config that makes a figure, as one string: every param but those under `leave_out`."""
+    return ";".join(f"{k}={v}" for k, v in sorted(params.items())
+                    if not k.startswith(leave_out) and not k.startswith(PEAK_TABLE))
+
+
+def accelerator(run) -> str:
+    """cuda or cpu: the tag a finished run has, else what its config asked for."""
+    tag = run.data.tags.get("accelerator")
+    if tag:
+        return tag
+    return "cpu" if run.data.params.get("dist.accelerator") == "cpu" else "cuda"
+
+
+def has_throughput(run) -> bool:
+    """Under ncu every kernel launch of the measured window is intercepted too (README, Profilers),
+    so an ncu run's images/sec is no benchmark figure."""
+    return run.data.params.get("profiler.name") != "ncu"
 
 
 def _row(run) -> Dict:
@@ -38,12 +67,11 @@ def _row(run) -> Dict:
     status = run.info.status
     failure = t.get("failure", "")
     model = p.get("model.arch", "?") + (" compiled" if p.get("model.compile") == "True" else "")
-    # Under ncu every kernel launch of the measured window is intercepted too (README, Profilers).
-    comparable = p.get("profiler.name") != "ncu"
+    comparable = has_throughput(run)
     return {
         "run_id": run.info.run_id,
         "point": t.get("mlflow.runName", run.info.run_id),
-        "setup": ";".join(f"{k}={v}" for k, v in sorted(p.items()) if not k.startswith(NOT_SETUP)),
+        "setup": setup(p),
         "model": model, "image_size": p.get("data.image_size"), "data": p.get("data.name"),
         "nodes": nodes, "gpus": nodes * per_node, "precision": p.get("precision.name"),
         "batch_per_gpu": batch_per_gpu(p, m),
@@ -60,6 +88,7 @@ def _row(run) -> Dict:
         "status": status, "failure": failure,
         "error": t.get("error", ""),
         "profiled": p.get("profiler.name", "none") != "none",
+        "accelerator": accelerator(run),
         "start_time": run.info.start_time,
         "config_hash": t.get(tracking.HASH_TAG),
     }
@@ -75,8 +104,8 @@ def batch_per_gpu(params: Dict, metrics: Dict) -> int:
 
 
 def add_scaling(rows: List[Dict]) -> List[Dict]:
-    def key(r):
-        return r["setup"]
+    def key(r):  # a CPU run is no reference for a GPU run of the same config
+        return r["setup"], r.get("accelerator")
 
     base: Dict[tuple, List[float]] = defaultdict(list)
     for r in rows:
@@ -130,16 +159,56 @@ def latest_per_point(rows: List[Dict]) -> List[Dict]:
     return [r for r in rows if not r["config_hash"] or latest[r["config_hash"]] is r]
 
 
-def _fmt(value) -> str:
+def rounded(value) -> str:
+    """A figure with about four significant digits, never in exponent form: 2844, 123.4, 1.21."""
     if value is None:
         return "-"
-    return f"{value:.2f}" if isinstance(value, float) else str(value)
+    if not isinstance(value, float):
+        return str(value)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, min(2, 3 - math.floor(math.log10(abs(value)))))
+    return f"{value:.{decimals}f}"
+
+
+def device_names(rows: List[Dict]) -> Tuple[str, str]:
+    """(one, many) for the devices of these rows: GPU(s), CPU process(es), or device(s) when mixed."""
+    kinds = {r.get("accelerator", "cuda") for r in rows}
+    return DEVICE_NAMES[kinds.pop()] if len(kinds) == 1 else ("device", "devices (GPUs or CPU processes)")
+
+
+def columns(rows: List[Dict]) -> List[Tuple[str, str]]:
+    """(key, header) of the table: device columns named for what ran; GPU util only where GPUs ran."""
+    one, many = device_names(rows)
+    gpus = any(r.get("accelerator", "cuda") == "cuda" for r in rows)
+    return [(k, h.format(device=one, devices=many)) for k, h in COLUMNS
+            if k != "gpu_utilization_pct" or gpus]
+
+
+def _table(rows: List[Dict], cols: List[Tuple[str, str]]) -> List[str]:
+    """Markdown lines: header, rule, one line per row."""
+    lines = ["| " + " | ".join(h for _, h in cols) + " |", "|" + " --- |" * len(cols)]
+    return lines + ["| " + " | ".join(rounded(r.get(k)) for k, _ in cols) + " |" for r in rows]
 
 
 def markdown(rows: List[Dict]) -> str:
-    lines = ["| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(r.get(k)) for k, _ in COLUMNS) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join(_table(rows, columns(rows))) + "\n"
+
+
+def description(rows: List[Dict], limit: int = 8000) -> str:
+    """Markdown for a sweep parent's Description: the report table without its empty columns,
+    cut to `limit` characters (MLflow's tag limit) at a row boundary, saying how many rows are left out."""
+    done = sum(r["status"] == "FINISHED" for r in rows)
+    text = f"**{len(rows)} points, {done} finished.** Plots, CSV and JSON are this run's artifacts.\n\n"
+    cols = [(k, h) for k, h in columns(rows) if any(r.get(k) is not None for r in rows)]
+    lines = _table(rows, cols)
+    text += lines[0] + "\n" + lines[1] + "\n"
+    for i, line in enumerate(lines[2:]):
+        note = f"\n{len(rows) - i} more rows in sweep_report.md (artifacts).\n"
+        if len(text) + len(line) + 1 + len(note) > limit:
+            return text + note
+        text += line + "\n"
+    return text
 
 
 def time_line(rows: List[Dict], sweep_wall_s: float) -> str:
@@ -153,6 +222,7 @@ def time_line(rows: List[Dict], sweep_wall_s: float) -> str:
 def _line_plot(path: Path, lines: Dict[str, list], ideal_to: Optional[int] = None, **axes) -> Path:
     """One line per label through its (x, y) points, saved as a PNG."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -163,7 +233,11 @@ def _line_plot(path: Path, lines: Dict[str, list], ideal_to: Optional[int] = Non
     for label, points in sorted(lines.items()):
         xs, ys = zip(*sorted(points))
         ax.plot(xs, ys, marker="o", label=label)
+    ticks = axes.pop("xticks", None)
     ax.set(**axes)
+    if ticks:  # the values themselves, not 2x10^0 on a log axis
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -173,27 +247,32 @@ def _line_plot(path: Path, lines: Dict[str, list], ideal_to: Optional[int] = Non
 
 
 def _plot(rows: List[Dict], out: Path) -> List[Path]:
+    """throughput_vs_batch.png, and speedup_vs_gpus.png when the sweep has more than one device count."""
     done = [r for r in rows if r["status"] == "FINISHED" and r["images_per_sec_median"]]
+    one, many = device_names(done or rows)
     by_batch, by_gpus = defaultdict(list), defaultdict(list)
     for r in done:
         by_batch[f"{r['model']} {r['precision']} {r['nodes']}n{r['gpus'] // r['nodes']}g"].append(
             (r["batch_per_gpu"], r["images_per_sec_median"]))
         if r["speedup"] is not None:
             by_gpus[f"{r['model']} {r['precision']} bs{r['batch_per_gpu']}"].append((r["gpus"], r["speedup"]))
-    return [
-        _line_plot(out / "throughput_vs_batch.png", by_batch, xscale="log", xlabel="batch size per GPU",
-                   ylabel="images/sec", title="Throughput against batch size"),
-        _line_plot(out / "speedup_vs_gpus.png", by_gpus, ideal_to=max([r["gpus"] for r in done] or [1]),
-                   xlabel="GPUs", ylabel="speedup over 1n1g", title="Scaling"),
-    ]
+    batches = sorted({r["batch_per_gpu"] for r in done})
+    plots = [_line_plot(out / "throughput_vs_batch.png", by_batch, xscale="log", xticks=batches,
+                        xlabel=f"batch size per {one}", ylabel="images/sec", title="Throughput against batch size")]
+    device_counts = sorted({r["gpus"] for r in done})
+    if len(device_counts) > 1:  # one count would be a single dot on the ideal line
+        plots.append(_line_plot(out / "speedup_vs_gpus.png", by_gpus, ideal_to=device_counts[-1],
+                                xticks=device_counts, xlabel=many,
+                                ylabel=f"speedup over 1 {one}", title="Scaling"))
+    return plots
 
 
 def write(rows: List[Dict], out: Path, footer: str = "") -> List[Path]:
-    """sweep_report.md/.csv/.json and the two plots in `out`; the Markdown file first."""
+    """sweep_report.md/.csv/.json and the plots in `out`; the Markdown file first."""
     out.mkdir(parents=True, exist_ok=True)
     md, csv_path, js = out / "sweep_report.md", out / "sweep_report.csv", out / "sweep_report.json"
     md.write_text(markdown(rows) + (f"\n{footer}\n" if footer else ""))
-    fields = [k for k, _ in COLUMNS] + ["failure", "error", "point", "run_id", "model", "image_size"]
+    fields = [k for k, _ in COLUMNS] + CSV_EXTRA
     with open(csv_path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()

@@ -81,12 +81,14 @@ class SweepCallback(Callback):
             footer = report.time_line(rows, time.time() - STARTED)  # from the command
             files = report.write(rows, Path(config.hydra.sweep.dir), footer)
             tracking.log_results(uri, parent, {}, artifacts=map(str, files))
+            tracking.set_description(uri, parent, report.description(rows))
             failed = [r for r in rows if r["status"] != "FINISHED"]
         finally:
             tracking.end_run(uri, parent, ok=not failed)
         log.info("sweep report: %s", files[0])
         print(report.markdown(rows))
         print(footer)
+        print(tracking.ui_hint(uri, tracking.experiment_of(uri, parent), output_dir=str(files[0].parent)))
         if failed:
             points = ", ".join(f"{r['point']} ({r['failure'] or r['status'].lower()})" for r in failed)
             print(f"rn50: error: {len(failed)} of {len(rows)} sweep points failed: {points}", file=sys.stderr)

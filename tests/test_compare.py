@@ -1,0 +1,133 @@
+"""python -m rn50.compare on a real sqlite store holding runs as rn50 logs them."""
+
+import shutil
+
+import pytest
+
+from conftest import _empty_store, rn50
+from rn50 import compare, report, tracking
+from rn50.tracking import MlflowClient, Param, RunTag
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Base: a sweep of three batch sizes. Candidates, each under its own `side` tag: a 10% regression,
+    a 10% drop inside the windows' spread, an improvement (two runs), and a point the base lacks."""
+    from hydra import compose, initialize_config_dir
+
+    from conftest import CONF
+
+    folder = tmp_path_factory.mktemp("compare")
+    shutil.copy(_empty_store(), folder / "mlflow.db")
+    uri = f"sqlite:///{folder}/mlflow.db"
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"mlflow.tracking_uri={uri}"])
+    params = tracking.config_params(cfg)
+    client = MlflowClient(uri)
+    parent = tracking.start_run(cfg, "sweep", {report.ROLE_TAG: "sweep"}, params=False)
+
+    def run(side, batch, ips, low=None, high=None, status="FINISHED", profiler="none", parent_id=None):
+        p = {**params, "data.batch_size": str(batch), "profiler.name": profiler}
+        tags = {"side": side, "gpu_model": H100, "accelerator": "cuda", "dist": "1n1g",
+                "mlflow.runName": f"resnet50-amp-1n1g-bs{batch}"}
+        if parent_id:
+            tags[tracking.PARENT_TAG] = parent_id
+        run_id = client.create_run(client.get_experiment_by_name("rn50").experiment_id).info.run_id
+        client.log_batch(run_id, params=[Param(k, v) for k, v in p.items()][:100],
+                         tags=[RunTag(k, v) for k, v in tags.items()])
+        client.log_batch(run_id, params=[Param(k, v) for k, v in p.items()][100:])
+        metrics = {"throughput/images_per_sec": ips}
+        if low is not None:
+            metrics.update({"throughput/images_per_sec_min": low, "throughput/images_per_sec_max": high})
+        tracking.log_results(uri, run_id, metrics)
+        client.set_terminated(run_id, status)
+        return run_id
+
+    run("base", 64, 1000.0, parent_id=parent)
+    run("base", 128, 1800.0, 1600.0, 1900.0, parent_id=parent)
+    run("base", 256, 2500.0, parent_id=parent)
+    run("regress", 64, 900.0)
+    run("regress", 128, 1790.0)
+    run("noise", 128, 1620.0, 1550.0, 1850.0)
+    run("faster", 256, 2750.0)
+    run("faster", 256, 2800.0)
+    run("faster", 256, 9000.0, status="FAILED")  # neither a failed run
+    run("faster", 256, 9000.0, profiler="ncu")  # nor an ncu run has a benchmark figure
+    other = run("other", 512, 3000.0)
+    return {"uri": uri, "parent": parent, "folder": folder, "other": other}
+
+
+def cli(store, *args, tolerance=None):
+    argv = [*args, "--tracking-uri", store["uri"], "--out", str(store["folder"] / "compare.png")]
+    return argv + (["--tolerance", str(tolerance)] if tolerance is not None else [])
+
+
+def run_main(argv, capsys):
+    try:
+        compare.main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def table_rows(out):
+    return {line.split(" | ")[0].lstrip("| "): line for line in out.splitlines() if line.startswith("| resnet")}
+
+
+@pytest.mark.slow  # a fresh interpreter imports MLflow: seconds on 2 cores
+def test_a_ten_percent_regression_fails_the_command(store):
+    # The real command line, as a CI job runs it.
+    proc = rn50(store["folder"], *cli(store, store["parent"], "tags.side = 'regress'"), module="rn50.compare")
+    assert proc.returncode == 1, proc.stderr
+    rows = table_rows(proc.stdout)
+    assert list(rows) == ["resnet50 amp bs64 1n1g", "resnet50 amp bs128 1n1g"]
+    assert rows["resnet50 amp bs64 1n1g"].endswith("| 1000 | 900.0 | 0.900 | slower (regression) |")
+    assert rows["resnet50 amp bs128 1n1g"].endswith("| 0.994 | same |")
+    assert "2 points, tolerance 3.0%: 1 same, 1 slower (regression)" in proc.stdout
+    assert proc.stderr.strip() == "rn50.compare: 1 regression(s): resnet50 amp bs64 1n1g"
+    assert (store["folder"] / "compare.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_drop_inside_both_runs_window_spread_is_noise(store, capsys):
+    code, out, _ = run_main(cli(store, store["parent"], "tags.side = 'noise'"), capsys)
+    assert code == 0
+    (row,) = table_rows(out).values()
+    assert row == "| resnet50 amp bs128 1n1g | 1800 (1600–1900) | 1620 (1550–1850) | 0.900 | within noise |"
+
+
+def test_an_improvement_counts_the_median_of_finished_unprofiled_runs(store, capsys):
+    code, out, _ = run_main(cli(store, store["parent"], "tags.side = 'faster'"), capsys)
+    assert code == 0
+    (row,) = table_rows(out).values()
+    assert row == "| resnet50 amp bs256 1n1g | 2500 | 2775 (2750–2800), 2 runs | 1.110 | faster |"
+    # A wider tolerance calls the same figures the same.
+    code, out, _ = run_main(cli(store, store["parent"], "tags.side = 'faster'", tolerance=0.2), capsys)
+    assert code == 0 and table_rows(out)["resnet50 amp bs256 1n1g"].endswith("| same |")
+
+
+@pytest.mark.parametrize("base, candidate, message", [
+    ("0123456789abcdef0123456789abcdef", "tags.side = 'regress'",
+     "BASE 0123456789abcdef0123456789abcdef: no run with this id in {uri}"),
+    ("tags.side = 'base'", "tags.side = 'nobody'", "CANDIDATE \"tags.side = 'nobody'\" matches no run in experiment rn50 of {uri}"),
+    ("tags.side = 'base'", "no such filter", "CANDIDATE 'no such filter': "),
+    ("tags.side = 'base'", "{other}",  # one run, by its id
+     "BASE and CANDIDATE have no point in common: BASE has resnet50 amp bs64 1n1g, resnet50 amp bs128 1n1g, "
+     "resnet50 amp bs256 1n1g; CANDIDATE has resnet50 amp bs512 1n1g"),
+])
+def test_bad_input_is_one_line(store, capsys, base, candidate, message):
+    code, out, err = run_main(cli(store, base, candidate.format(other=store["other"])), capsys)
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("rn50.compare: error: " + message.format(uri=store["uri"])), line
+
+
+def test_a_missing_store_is_one_line(tmp_path, capsys):
+    code, _, err = run_main(["a", "b", "--tracking-uri", f"sqlite:///{tmp_path}/none.db"], capsys)
+    assert code == 2
+    assert err.strip() == (f"rn50.compare: error: --tracking-uri sqlite:///{tmp_path}/none.db: "
+                           "no such file; run where the runs were recorded")
+    assert not (tmp_path / "none.db").exists()

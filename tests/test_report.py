@@ -1,0 +1,77 @@
+"""Sweep report rows and files from a real sqlite store: device names, CSV, JSON, plots, Description."""
+
+import csv
+import json
+import shutil
+
+import pytest
+
+from conftest import _empty_store
+from rn50 import report, tracking
+
+
+@pytest.fixture(scope="module")
+def uri(tmp_path_factory):
+    from hydra import compose, initialize_config_dir
+
+    from conftest import CONF
+
+    folder = tmp_path_factory.mktemp("report")
+    shutil.copy(_empty_store(), folder / "mlflow.db")
+    uri = f"sqlite:///{folder}/mlflow.db"
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for accelerator, batch, ips in (("cpu", 2, 1.5), ("cpu", 4, 2.5), ("gpu", 256, 2800.0)):
+            cfg = compose(config_name="config", overrides=[
+                f"mlflow.tracking_uri={uri}", f"dist.accelerator={accelerator}", f"data.batch_size={batch}"])
+            run_id = tracking.start_run(cfg, f"{accelerator}-bs{batch}", {})
+            metrics = {"throughput/images_per_sec": ips, "data/wait_pct": 1.23456}
+            if accelerator == "gpu":
+                metrics.update({"gpu/utilization_pct": 97.6543, "mfu_pct": 41.23})
+            tracking.log_results(uri, run_id, metrics, tags={"accelerator": "cuda" if accelerator == "gpu" else "cpu"})
+            tracking.end_run(uri, run_id, ok=True)
+    return uri
+
+
+def rows_of(uri, accelerator):
+    return report.collect(uri, experiment="rn50", filter_string=f"tags.accelerator = '{accelerator}'")
+
+
+def header(rows):
+    return report.markdown(rows).splitlines()[0]
+
+
+def test_cpu_runs_are_labelled_as_cpu_processes(uri):
+    cpu = header(rows_of(uri, "cpu"))
+    assert "| CPU processes |" in cpu and "| batch per process |" in cpu
+    assert "GPU" not in cpu  # no GPU util column either
+    gpu = header(rows_of(uri, "cuda"))
+    assert "| GPUs |" in gpu and "| batch per GPU |" in gpu and "| GPU util % |" in gpu
+    both = header(report.collect(uri, experiment="rn50"))
+    assert "| devices (GPUs or CPU processes) |" in both and "| GPU util % |" in both
+
+
+def test_figures_are_rounded_for_people(uri):
+    (row,) = report.markdown(rows_of(uri, "cuda")).splitlines()[2:]
+    assert "| 2800 |" in row and "| 97.65 |" in row and "| 41.23 |" in row and "| 1.23 |" in row
+    assert [report.rounded(v) for v in (2843.71, 123.456, 1.2149, 0.0, None, 3)] == ["2844", "123.5", "1.21", "0", "-", "3"]
+
+
+def test_files_of_a_one_device_count_cpu_sweep(uri, tmp_path):
+    files = report.write(rows_of(uri, "cpu"), tmp_path)
+    assert [f.name for f in files] == ["sweep_report.md", "sweep_report.csv", "sweep_report.json",
+                                       "throughput_vs_batch.png"]  # no speedup plot of one dot
+    with open(tmp_path / "sweep_report.csv") as f:
+        head = next(csv.reader(f))
+    assert len(head) == len(set(head)) and "accelerator" in head
+    for row in json.loads((tmp_path / "sweep_report.json").read_text()):
+        assert "mfu.peaks." not in row["setup"] and "mfu.peak_tflops=None" in row["setup"]
+        assert row["accelerator"] == "cpu"
+
+
+def test_description_is_the_table_cut_at_a_row(uri):
+    rows = report.collect(uri, experiment="rn50")
+    text = report.description(rows)
+    assert text.startswith("**3 points, 3 finished.**")
+    assert "| 2800 |" in text and "| 2.50 |" in text and "| 1.50 |" in text
+    short = report.description(rows, limit=len(text) - 1)
+    assert short.endswith("1 more rows in sweep_report.md (artifacts).\n") and len(short) < len(text)
