@@ -6,7 +6,9 @@ import pytest
 
 from conftest import _empty_store, rn50
 from rn50 import compare, report, tracking
-from rn50.tracking import MlflowClient, Param, RunTag
+from mlflow.entities import Param, RunTag
+
+from rn50.tracking import MlflowClient
 
 H100 = "NVIDIA H100 80GB HBM3"
 
