@@ -70,7 +70,8 @@ def test_a_run_out_of_memory_is_marked_failed(tmp_path):
 
 
 BAD = {
-    "unknown option": (["model=resnet999"], "model=resnet999 is not an option"),
+    "unknown option": (["precision=amp16"], "precision=amp16 is not an option; did you mean amp? precision is one of:"),
+    "unknown key": (["data.batch_sze=8"], "data.batch_sze: no such key; did you mean data.batch_size?"),
     "zero batch": (["data.batch_size=0"], "data.batch_size"),
     "negative lr": (["optim.lr=-1"], "optim.lr=-1.0 is out of range"),
     "tiny image": (["data.image_size=8"], "data.image_size"),
