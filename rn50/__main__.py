@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import launch, ncu, schema, slurm, tracking
+from rn50 import console, launch, ncu, schema, slurm, tracking
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, RunFailed, reported
 from rn50.schema import ClusterName
@@ -117,6 +117,7 @@ def run_tags(cfg: DictConfig, out: Path) -> dict:
 def main() -> None:
     # Let errors reach `reported`, which prints one line, instead of Hydra's multi-line printer.
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    console.quiet()
     try:
         with reported():
             run()

@@ -19,7 +19,7 @@ from pytorch_lightning.profilers import SimpleProfiler
 from pytorch_lightning.strategies import DDPStrategy
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from rn50 import data, environment, mfu, nvml, precision, timing, tracking
+from rn50 import console, data, environment, mfu, nvml, precision, timing, tracking
 from rn50.measure import Benchmark, write_ranks_csv
 from rn50.model import ResNetModule
 from rn50.ncu import NcuRange
@@ -144,6 +144,7 @@ def log_run(cfg, bench: Benchmark, trainer: pl.Trainer, device_type: str, run_id
 
 def run(cfg, run_id: Optional[str], out: Path) -> None:
     """This process's rank of the run; rank 0 logs into run_id."""
+    console.quiet()
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
     precision.set_math_mode(cfg.precision.name)
     pl.seed_everything(cfg.seed, verbose=False)

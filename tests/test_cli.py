@@ -50,7 +50,10 @@ def test_auto_falls_back_to_cpu_and_keeps_the_profiler_report(tmp_path):
     args = [a for a in TINY if not a.startswith("dist.accelerator")] + ["profiler=simple"]
     proc = rn50(tmp_path, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "falls back to the CPU" in proc.stdout + proc.stderr
+    console = proc.stdout + proc.stderr
+    assert "falls back to the CPU" in console  # a warning about the user's setup stays
+    # ... while dependencies' known noise goes (rn50/console.py; tests/test_console.py shows it is there)
+    assert not [n for n in ("litlogger", "GPU available:", "TPU available:", "LeafSpec", "max_steps=") if n in console]
     run = only_run(tmp_path)
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     reports = [a.path for a in client.list_artifacts(run.info.run_id) if "profiler" in a.path]
