@@ -34,6 +34,8 @@ def _one_line(exc: BaseException) -> str:
         msg = str(cause).splitlines()[0]
         if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and key:
             typed, append = _override(exc)
+            if (typed or key).startswith("hydra."):  # Hydra's own config: its node lists the keys
+                return hydra_key_message(typed or key, getattr(cause, "parent_node", None))
             return unknown_key_message(typed or key, append, fallback=f"{key}: {msg}")
         if isinstance(cause, ValidationError) and key and getattr(cause, "value", None) is not None:
             wrong_option = bad_value_message(key, cause.value)
@@ -72,6 +74,18 @@ def unknown_key_message(key: str, append: str = "", fallback: str = "") -> str:
     if section in keys.schema_keys():
         return f"{key}: no such key; {section} has: {', '.join(keys.children(section))}"
     return f"{key}: no such key; `python -m rn50 --cfg job` prints every key"
+
+
+def hydra_key_message(key: str, parent) -> str:
+    """A mistyped key of Hydra's own config (hydra.run.dri), suggested from the node it is missing from."""
+    from rn50 import keys
+
+    section, _, name = key.rpartition(".")
+    names = [str(k) for k in parent.keys()] if hasattr(parent, "keys") else []
+    suggestion = keys.closest(name, names)
+    if suggestion:
+        return f"{key}: no such key; did you mean {section}.{suggestion}?"
+    return f"{key}: no such key; `python -m rn50 --cfg hydra` prints Hydra's keys"
 
 
 def unknown_option_message(missing_cfg_file: str, options) -> str:

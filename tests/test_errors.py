@@ -19,6 +19,7 @@ TYPOS = {
     "model=resnet5": "did you mean resnet50?",
     "model.arch=resnet5": "model.arch=resnet5 is not an option; did you mean resnet50? model.arch is one of:",
     "dist.accelerator=gpuu": "did you mean gpu?",
+    "hydra.job.chdri=true": "hydra.job.chdri: no such key; did you mean hydra.job.chdir?",
 }
 
 
