@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import STARTED, launch, results, schema, tracking
+from rn50 import STARTED, console, launch, results, schema, tracking
 from rn50.config_dir import config_dir
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, Interrupted, reported
@@ -109,6 +109,7 @@ def _sigterm(signum, frame):
 def main() -> None:
     # Let errors reach `reported`, which prints one line, instead of Hydra's multi-line printer.
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    console.quiet()
     if "RANK" not in os.environ and "SLURM_PROCID" not in os.environ:
         signal.signal(signal.SIGTERM, _sigterm)  # a launcher's SIGTERM closes its run as KILLED
     try:

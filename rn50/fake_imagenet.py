@@ -22,11 +22,15 @@ import sys
 import time
 from multiprocessing import Pool
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 from PIL import Image
 
+from rn50.meter import Meter
+
 PROG = "rn50.fake_imagenet"
+PROGRESS_FROM = 100
 QUALITY = 95  # with the content below, puts the mean file near ImageNet's ~110 KB
 # ImageNet's commonest shapes (4:3 landscape, 3:4 portrait, 3:2) and roughly how often they occur.
 SHAPES, SHAPE_P = [(500, 375), (375, 500), (500, 333), (333, 500)], [0.55, 0.2, 0.15, 0.1]
@@ -88,8 +92,13 @@ def _jobs(out, classes, per_class, split, seed, quality):
 
 
 def make(out: Path, classes: int, train_per_class: int, val_per_class: int,
-         workers: int = os.cpu_count() or 1, seed: int = 0, quality: int = QUALITY) -> dict:
-    """Write the tree; returns images and bytes per split and in all. Raises ValueError on bad arguments."""
+         workers: int = os.cpu_count() or 1, seed: int = 0, quality: int = QUALITY,
+         progress: Optional[bool] = None) -> dict:
+    """Write the tree; returns images and bytes per split and in all. Raises ValueError on bad arguments.
+
+    progress: a bar on stderr if it is a terminal, else a line every 10 s; None shows it for
+    PROGRESS_FROM images or more (smaller jobs end before it would help).
+    """
     out = Path(out)
     for name, value, least in (("--classes", classes, 1), ("--train-per-class", train_per_class, 1),
                                ("--val-per-class", val_per_class, 0), ("--workers", workers, 1),
@@ -102,18 +111,20 @@ def make(out: Path, classes: int, train_per_class: int, val_per_class: int,
         raise ValueError(f"{out} exists and is not empty: choose a new directory or remove it")
     jobs = [*_jobs(out, classes, train_per_class, "train", seed, quality),
             *_jobs(out, classes, val_per_class, "val", seed, quality)]
-    total, start, last = len(jobs), time.monotonic(), time.monotonic()
-    step = max(total // 20, 100)  # small jobs finish before a progress line would help
+    total, start = len(jobs), time.monotonic()
+    if progress is None:
+        progress = total >= PROGRESS_FROM
+    meter = Meter(PROG.split(".")[-1], total, "images") if progress else None
     stats = {"train_images": 0, "train_bytes": 0, "val_images": 0, "val_bytes": 0}
     with Pool(min(workers, total)) as pool:
         for done, (split, size) in enumerate(pool.imap_unordered(_write, jobs, chunksize=8), 1):
             stats[f"{split}_images"] += 1
             stats[f"{split}_bytes"] += size
-            now = time.monotonic()
-            if done < total and (done % step == 0 or now - last >= 5):
-                print(f"fake_imagenet: {done}/{total} images ({100 * done // total}%), "
-                      f"{done / (now - start):.0f} images/s", file=sys.stderr, flush=True)
-                last = now
+            if meter:
+                meter.update(done, f"{done / (time.monotonic() - start):.0f} images/s")
+    if meter:
+        meter.done = total
+        meter.finish()
     stats.update(images=total, bytes=stats["train_bytes"] + stats["val_bytes"], seconds=time.monotonic() - start)
     return stats
 

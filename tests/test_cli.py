@@ -54,7 +54,10 @@ def test_auto_falls_back_to_cpu_and_keeps_the_profiler_report(tmp_path):
     args = [a for a in TINY if not a.startswith("dist.accelerator")] + ["profiler=simple"]
     proc = rn50(tmp_path, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "falls back to the CPU" in proc.stdout + proc.stderr
+    console = proc.stdout + proc.stderr
+    assert "falls back to the CPU" in console  # a warning about the user's setup stays
+    # ... while dependencies' known noise goes (rn50/console.py; tests/test_console.py shows it is there)
+    assert not [n for n in ("litlogger", "GPU available:", "TPU available:", "LeafSpec", "max_steps=") if n in console]
     run = only_run(tmp_path)
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     reports = [a.path for a in client.list_artifacts(run.info.run_id) if "profiler" in a.path]
@@ -74,7 +77,8 @@ def test_a_run_out_of_memory_is_marked_failed(tmp_path):
 
 
 BAD = {
-    "unknown option": (["model=resnet999"], "model=resnet999 is not an option"),
+    "unknown option": (["precision=amp16"], "precision=amp16 is not an option; did you mean amp? precision is one of:"),
+    "unknown key": (["data.batch_sze=8"], "data.batch_sze: no such key; did you mean data.batch_size?"),
     "zero batch": (["data.batch_size=0"], "data.batch_size"),
     "negative lr": (["optim.lr=-1"], "optim.lr=-1.0 is out of range"),
     "tiny image": (["data.image_size=8"], "data.image_size"),

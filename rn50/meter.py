@@ -1,0 +1,95 @@
+"""A counted task's progress: a bar redrawn in place on a terminal, plain lines elsewhere.
+
+On a terminal (the stream is a TTY) one line is redrawn with a carriage return. Anywhere
+else (CI, SLURM logs, a file) a plain line is printed when the task starts, at most every
+`interval_s` seconds while it runs, and when it ends, so a log stays short. No imports
+beyond the standard library, so light tools (rn50.fake_imagenet) start fast.
+"""
+
+import sys
+import time
+from typing import Callable, Optional, TextIO
+
+INTERVAL_S = 10.0  # plain lines: at most one per phase this often
+REDRAW_S = 0.5  # terminal: at most one redraw this often (a run redraws inside its measured window)
+
+
+def rate_text(images_per_sec: float) -> str:
+    """11,798 images/sec; 2.4 images/sec below 100, where the decimal still says something."""
+    return f"{images_per_sec:,.0f} images/sec" if images_per_sec >= 100 else f"{images_per_sec:.1f} images/sec"
+
+
+def _duration(seconds: float) -> str:
+    """12 s, 1 min 40 s, 2 h 05 min."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+class Meter:
+    """Progress of one counted task ("warm-up 12/20 steps") on a stream.
+
+    clock and stream are injectable so a test can drive it with a fake clock; tty=None
+    asks the stream whether it is a terminal.
+    """
+
+    def __init__(self, label: str, total: int, unit: str = "steps", stream: Optional[TextIO] = None,
+                 clock: Callable[[], float] = time.monotonic, tty: Optional[bool] = None,
+                 interval_s: float = INTERVAL_S, width: int = 24):
+        self.label, self.total, self.unit, self.width = label, total, unit, width
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = _is_tty(self.stream) if tty is None else tty
+        self.clock, self.interval_s = clock, (REDRAW_S if self.tty else interval_s)
+        self.started = self.last = clock()
+        self.done, self._drawn = 0, 0
+        self.finished = False
+        self._write(self._line(""), force=True)
+
+    def update(self, done: int, note: str = "") -> None:
+        """done of total so far; note is appended (e.g. the current images/sec)."""
+        self.done = done
+        if self.clock() - self.last >= self.interval_s:
+            self._write(self._line(note))
+
+    def finish(self, note: str = "") -> None:
+        """The phase is over: the last line, with the time it took; a terminal moves to a new line."""
+        if self.finished:
+            return
+        self.finished = True
+        took = f"{_duration(self.clock() - self.started)}" + (f", {note}" if note else "")
+        self._write(self._line(took, final=True), force=True)
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def _line(self, note: str, final: bool = False) -> str:
+        count = f"{self.done}/{self.total} {self.unit}"
+        if not final and 0 < self.done < self.total:
+            per_item = (self.clock() - self.started) / self.done
+            note = ", ".join(filter(None, [note, f"~{_duration(per_item * (self.total - self.done))} left"]))
+        if self.tty:
+            filled = self.width * min(self.done, self.total) // max(self.total, 1)
+            count = f"[{'#' * filled}{'.' * (self.width - filled)}] {count}"
+        return f"{self.label} {count}" + (f", {note}" if note else "")
+
+    def _write(self, line: str, force: bool = False) -> None:
+        now = self.clock()
+        if not force and now - self.last < self.interval_s:
+            return
+        self.last = now
+        if self.tty:  # redraw in place; spaces wipe what a longer previous line left
+            self.stream.write("\r" + line + " " * max(self._drawn - len(line), 0))
+            self._drawn = len(line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def _is_tty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

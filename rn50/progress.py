@@ -1,0 +1,104 @@
+"""Progress of a run and of a sweep: rank 0's bar or lines through warm-up and measured
+steps (rn50/meter.py draws them), and one line per finished sweep point."""
+
+import time
+from typing import Any, Callable, Mapping, Optional, TextIO
+
+import pytorch_lightning as pl
+
+from rn50.meter import INTERVAL_S, Meter, rate_text
+
+
+class Progress(pl.Callback):
+    """Rank 0's progress through the warm-up, measured and profiled steps of a run.
+
+    It never adds a device sync, inside the measured window or out: it reads only the
+    host clock (time.perf_counter) at each step's end and never touches a tensor. The
+    host enqueues a step's kernels and moves on, running ahead of the GPU by at most a
+    bounded queue of launches (a blocking allocation or the next window edge stops it),
+    so the host's rate over many steps matches the device's within a few steps' time.
+    It shows "~" images/sec from the start of measuring; the figure rn50 reports is the
+    Benchmark callback's, timed between synchronized window edges. Put this callback
+    after Benchmark, whose edge sync then happens before this reads the clock.
+    """
+
+    def __init__(self, total_warmup: int, total_measured: int, batch_size: int, world_size: int,
+                 total_after: int = 0, stream: Optional[TextIO] = None,
+                 clock: Callable[[], float] = time.perf_counter, tty: Optional[bool] = None,
+                 interval_s: float = INTERVAL_S, prefix: str = "rn50:"):
+        self.phases = [(f"{prefix} warm-up", total_warmup), (f"{prefix} measuring", total_measured)]
+        if total_after:
+            self.phases.append((f"{prefix} profiling", total_after))
+        self.images_per_step = batch_size * world_size
+        self.stream, self.clock, self.tty, self.interval_s = stream, clock, tty, interval_s
+        self.meter: Optional[Meter] = None
+        self.phase = self.in_phase = 0
+        self.measure_start = 0.0
+        self.enabled = True
+
+    def _start(self, phase: int) -> None:
+        self.phase, self.in_phase = phase, 0
+        self.meter = None
+        if phase < len(self.phases):
+            label, total = self.phases[phase]
+            self.meter = Meter(label, total, "steps", self.stream, self.clock, self.tty, self.interval_s)
+        if phase == 1:
+            self.measure_start = self.clock()
+
+    def _rate(self) -> str:
+        elapsed = self.clock() - self.measure_start
+        return f"~{rate_text(self.in_phase * self.images_per_step / elapsed)}" if elapsed > 0 else ""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.enabled = trainer.is_global_zero
+        if self.enabled:
+            self._start(0 if self.phases[0][1] else 1)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not self.enabled or self.meter is None:
+            return
+        self.in_phase += 1
+        measuring = self.phase == 1
+        if self.in_phase < self.meter.total:
+            self.meter.update(self.in_phase, self._rate() if measuring else "")
+            return
+        self.meter.done = self.in_phase
+        self.meter.finish(self._rate() if measuring else "")
+        self._start(self.phase + 1)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self.enabled and self.meter is not None:  # stopped early: close the line
+            self.meter.finish()
+            self.meter = None
+
+
+def point_line(index: int, total: int, summary: Mapping[str, Any]) -> str:
+    """One sweep point's line: '[3/12] resnet50 amp 1n2g bs256: 11,798 images/sec'.
+
+    index counts from 1. summary: a run's summary.json, or any mapping with arch,
+    precision, dist, batch_size (each left out when missing) and either
+    throughput/images_per_sec or, for a point that failed, failure ('oom', 'config').
+    """
+    parts = [str(summary[k]) for k in ("arch", "precision", "dist") if summary.get(k) is not None]
+    if summary.get("batch_size") is not None:
+        parts.append(f"bs{summary['batch_size']}")
+    throughput = summary.get("throughput/images_per_sec")
+    result = rate_text(throughput) if throughput is not None else f"failed ({summary.get('failure') or 'error'})"
+    return f"[{index}/{total}] {' '.join(parts)}: {result}"
+
+
+def sweep_size(overrides, params: Optional[Mapping[str, Any]] = None) -> int:
+    """How many jobs Hydra's basic sweeper makes (point_line's total): the product of each
+    swept key's values. overrides: hydra.overrides.task; params: hydra.sweeper.params, which
+    the command line's overrides of the same key replace, as in the sweeper."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    lines = [f"{key}={value}" for key, value in (params or {}).items()] + list(overrides)
+    counts = {}
+    for override in OverridesParser.create().parse_overrides(lines):
+        swept = override.is_sweep_override() and override.is_discrete_sweep()
+        counts[override.get_key_element()] = len(list(override.sweep_string_iterator())) if swept else 1
+    total = 1
+    for count in counts.values():
+        total *= count
+    return total

@@ -1,0 +1,116 @@
+"""rn50's processes drop dependencies' known noise, keep warnings about the user's setup,
+and show everything with RN50_VERBOSE=1."""
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from rn50.console import NOISY_LOGGERS, DropLines, cpu_precision_warning, quiet
+
+# A real Lightning fit in a fresh process, as a rank runs one; then a warning rn50 means to show.
+FIT = """
+from rn50.console import quiet, cpu_precision_warning
+quiet()
+import torch, pytorch_lightning as pl
+
+class Tiny(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 2)
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch).sum()
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2)
+
+pl.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
+           enable_progress_bar=False, enable_model_summary=False).fit(Tiny())
+cpu_precision_warning("amp", "cpu")
+"""
+
+NOISE = ("💡 Tip", "litlogger", "GPU available:", "TPU available:", "LeafSpec", "`Trainer.fit` stopped")
+
+
+def fit(verbose: bool) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RN50_VERBOSE", None)
+    if verbose:
+        env["RN50_VERBOSE"] = "1"
+    proc = subprocess.run([sys.executable, "-c", FIT], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def test_a_fit_shows_no_dependency_noise_but_rn50s_warning_and_verbose_shows_all():
+    quiet_out, verbose_out = fit(verbose=False), fit(verbose=True)
+    # The verbose run proves Lightning and torch print these lines in this environment.
+    assert all(line in verbose_out for line in NOISE), verbose_out
+    assert not [line for line in NOISE if line in quiet_out], quiet_out
+    for out in (quiet_out, verbose_out):
+        assert "precision=amp on the CPU: fp16 autocast is slow on CPUs" in out
+        assert "precision=fp32" in out and "bf16" in out
+
+
+# Lines only GPU and multi-process runs print, as Lightning formats them.
+GPU_NOISE = [
+    "GPU available: True (cuda), used: True",
+    "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1]",
+    "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2",
+    "-" * 100 + "\ndistributed_backend=nccl\nAll distributed processes registered. Starting with 2 processes\n" + "-" * 100,
+    "You are using a CUDA device ('NVIDIA H100 80GB HBM3') that has Tensor Cores. To properly utilize them, ...",
+    "Creating initial MLflow database tables...",
+]
+KEPT = [
+    "GPU available but not used. You can set it by doing `Trainer(accelerator='gpu')`.",
+    "no GPU on this host: dist.accelerator=auto falls back to the CPU",
+    "The 'train_dataloader' does not have many workers which may be a bottleneck.",
+]
+
+
+def record(message: str) -> logging.LogRecord:
+    return logging.LogRecord("pytorch_lightning.utilities.rank_zero", logging.INFO, __file__, 1, message, None, None)
+
+
+@pytest.mark.parametrize("message", GPU_NOISE)
+def test_gpu_and_distributed_banners_are_dropped(message):
+    assert not DropLines().filter(record(message))
+
+
+@pytest.mark.parametrize("message", KEPT)
+def test_other_lines_pass(message):
+    assert DropLines().filter(record(message))
+
+
+def test_quiet_filters_the_emitting_loggers_once_and_verbose_leaves_them_alone(monkeypatch):
+    loggers = [logging.getLogger(name) for name in NOISY_LOGGERS]
+    before = [list(logger.filters) for logger in loggers]
+    try:
+        monkeypatch.setenv("RN50_VERBOSE", "1")
+        quiet()
+        assert [list(logger.filters) for logger in loggers] == before
+        monkeypatch.setenv("RN50_VERBOSE", "0")
+        quiet()
+        quiet()
+        added = [[f for f in logger.filters if f not in old] for logger, old in zip(loggers, before)]
+        assert all(len(new) == 1 and isinstance(new[0], DropLines) for new in added)
+    finally:
+        for logger, old in zip(loggers, before):
+            logger.filters[:] = old
+
+
+@pytest.mark.parametrize("precision,device,warns", [
+    ("amp", "cpu", True), ("amp_static", "cpu", True), ("fp32", "cpu", False),
+    ("bf16", "cpu", False), ("amp", "cuda", False),
+])
+def test_cpu_precision_warning_only_for_fp16_on_a_cpu(caplog, precision, device, warns):
+    from rn50.schema import PrecisionName
+
+    with caplog.at_level(logging.WARNING, logger="rn50"):
+        line = cpu_precision_warning(PrecisionName(precision), device)
+    assert bool(line) == warns
+    assert [r.getMessage() for r in caplog.records] == ([line] if warns else [])

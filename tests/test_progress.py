@@ -1,0 +1,134 @@
+"""Progress: plain lines off a terminal, a bar redrawn in place on one, a line per sweep point."""
+
+import io
+from types import SimpleNamespace
+
+import pytorch_lightning as pl
+import torch
+
+from rn50.fake_imagenet import make
+from rn50.meter import Meter
+from rn50.progress import Progress, point_line, sweep_size
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def drive(progress, clock, steps, step_s=1.0, rank0=True):
+    trainer = SimpleNamespace(is_global_zero=rank0)
+    progress.on_train_start(trainer, None)
+    for i in range(steps):
+        clock.t += step_s
+        progress.on_train_batch_end(trainer, None, None, None, i)
+    progress.on_train_end(trainer, None)
+
+
+def test_off_a_terminal_plain_lines_at_phase_changes_and_every_10_s():
+    clock, out = FakeClock(), io.StringIO()
+    progress = Progress(total_warmup=3, total_measured=30, batch_size=4, world_size=2,
+                        stream=out, clock=clock, tty=False)
+    drive(progress, clock, steps=33)
+    assert out.getvalue().splitlines() == [
+        "rn50: warm-up 0/3 steps",
+        "rn50: warm-up 3/3 steps, 3 s",
+        "rn50: measuring 0/30 steps",
+        # 8 images a step (4 per device x 2 devices), one step a second
+        "rn50: measuring 10/30 steps, ~8.0 images/sec, ~20 s left",
+        "rn50: measuring 20/30 steps, ~8.0 images/sec, ~10 s left",
+        "rn50: measuring 30/30 steps, 30 s, ~8.0 images/sec",
+    ]
+
+
+def test_fast_steps_print_no_more_lines():
+    clock, out = FakeClock(), io.StringIO()
+    progress = Progress(5, 10_000, batch_size=256, world_size=8, total_after=7, stream=out, clock=clock, tty=False)
+    drive(progress, clock, steps=5 + 10_000 + 7, step_s=0.01)  # 100 s measured: a line per 10 s
+    lines = out.getvalue().splitlines()
+    measuring = [l for l in lines if "measuring" in l]
+    assert len(measuring) == 1 + 9 + 1, lines
+    assert measuring[-1] == "rn50: measuring 10000/10000 steps, 1 min 40 s, ~204,800 images/sec"
+    assert lines[-2:] == ["rn50: profiling 0/7 steps", "rn50: profiling 7/7 steps, 0 s"]
+
+
+def test_on_a_terminal_one_line_redrawn_with_carriage_returns():
+    clock, out = FakeClock(), io.StringIO()
+    progress = Progress(2, 8, batch_size=32, world_size=1, stream=out, clock=clock, tty=True)
+    drive(progress, clock, steps=10)
+    text = out.getvalue()
+    assert text.count("\n") == 2  # one finished line per phase
+    warmup, measuring, _ = text.split("\n")
+    assert warmup.startswith("\rrn50: warm-up [") and measuring.startswith("\rrn50: measuring [")
+    frames = measuring.split("\r")[1:]
+    assert len(frames) == 1 + 7 + 1  # start, each step (1 s apart, above the redraw interval), end
+    assert "[" + "#" * 24 + "] 8/8 steps, 8 s, ~32.0 images/sec" in frames[-1]
+    assert "4/8 steps, ~32.0 images/sec, ~4 s left" in frames[4]
+
+
+def test_other_ranks_print_nothing():
+    clock, out = FakeClock(), io.StringIO()
+    drive(Progress(2, 3, 4, 2, stream=out, clock=clock, tty=False), clock, steps=5, rank0=False)
+    assert out.getvalue() == ""
+
+
+class Tiny(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 2)
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch).sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(torch.randn(16, 4), batch_size=2)
+
+
+def test_a_real_trainer_drives_it():
+    out = io.StringIO()
+    trainer = pl.Trainer(accelerator="cpu", max_steps=5, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[Progress(2, 3, batch_size=2, world_size=1, stream=out, tty=False)])
+    trainer.fit(Tiny())
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "rn50: warm-up 0/2 steps" and lines[1].startswith("rn50: warm-up 2/2 steps, ")
+    assert lines[2] == "rn50: measuring 0/3 steps"
+    assert lines[3].startswith("rn50: measuring 3/3 steps, ") and lines[3].endswith("images/sec")
+
+
+def test_point_line():
+    summary = {"arch": "resnet50", "precision": "amp", "dist": "1n2g", "batch_size": 256,
+               "throughput/images_per_sec": 11798.4, "run_id": "abc"}
+    assert point_line(3, 12, summary) == "[3/12] resnet50 amp 1n2g bs256: 11,798 images/sec"
+    small = {**summary, "arch": "resnet18", "throughput/images_per_sec": 2.44}
+    assert point_line(1, 2, small) == "[1/2] resnet18 amp 1n2g bs256: 2.4 images/sec"
+    failed = {"arch": "resnet50", "precision": "bf16", "dist": "1n8g", "batch_size": 512, "failure": "oom"}
+    assert point_line(12, 12, failed) == "[12/12] resnet50 bf16 1n8g bs512: failed (oom)"
+
+
+def test_sweep_size_counts_the_basic_sweepers_jobs():
+    assert sweep_size(["data.batch_size=128,256", "dist=1n1g,1n2g,1n4g", "precision=amp"]) == 6
+    assert sweep_size(["model=resnet18"], params={"data.batch_size": "1,2,4"}) == 3
+    assert sweep_size(["data.batch_size=8"], params={"data.batch_size": "1,2,4"}) == 1  # the command line wins
+    assert sweep_size(["bench.steps=range(10,50,10)"]) == 4
+
+
+def test_meter_off_a_terminal_with_a_real_stream_that_is_not_one(tmp_path):
+    with open(tmp_path / "log", "w") as stream:
+        meter = Meter("job", 2, "images", stream=stream)
+        meter.update(1)
+        meter.done = 2
+        meter.finish()
+    assert (tmp_path / "log").read_text().splitlines() == ["job 0/2 images", "job 2/2 images, 0 s"]
+
+
+def test_fake_imagenet_shows_progress(tmp_path, capsys):
+    make(tmp_path / "out", classes=2, train_per_class=2, val_per_class=0, workers=1, progress=True)
+    lines = capsys.readouterr().err.splitlines()  # pytest's capture is not a terminal: plain lines
+    assert lines[0] == "fake_imagenet 0/4 images" and lines[-1].startswith("fake_imagenet 4/4 images, ")
