@@ -51,39 +51,40 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
         print(launch.dry_run(cfg, HydraConfig.get().overrides.task))
         return None
     rank = launch.process_rank(cfg)
+    tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed
     try:
         launch.preflight(cfg)
-        if rank == 0:
-            tracking.check_reachable(cfg.mlflow.tracking_uri)
     except ConfigError as exc:
         if parent and rank == 0:  # a sweep point that cannot run is still a row of the report
-            tracking.record_failure(cfg, name, run_tags(cfg, out), parent, exc)
+            tracking.record_failure(cfg, name, tags, parent, exc)
         raise
     if rank != 0:  # a torchrun or SLURM rank other than 0: rank 0 records the run
         launch.run_rank_here(cfg, out)
         return None
-
     if parent and cfg.sweep.resume:
-        earlier = tracking.earlier_point(cfg.mlflow.tracking_uri, parent, schema.config_hash(cfg))
+        earlier = tracking.earlier_point(cfg.mlflow.tracking_uri, parent, tags[tracking.HASH_TAG])
         if earlier is not None and earlier.info.status == "FINISHED":
             print(f"rn50: {name}: finished before as run {earlier.info.run_id}, not run again", file=sys.stderr)
             return {"run_id": earlier.info.run_id, **earlier.data.metrics}
         print(f"rn50: {name}: " + (f"ran before as run {earlier.info.run_id} ({earlier.info.status}), running "
                                     "it again" if earlier else "a new point of this sweep"), file=sys.stderr)
-    launch.start_ranks(cfg)
+
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     (out / "resolved_config.yaml").write_text(config_yaml)
-    with tracking.record(cfg, name, run_tags(cfg, out), parent) as run_id:
-        ranks = launch.run_ranks(cfg, config_yaml, out)
-        record = results.summarize(cfg, ranks, started, time.time())
-        files = results.write_files(record, ranks, out, run_id, cfg)
-        tracking.log_results(cfg.mlflow.tracking_uri, run_id, record.metrics, record.tags, record.series,
-                             [str(out / "resolved_config.yaml"), *files])
+    ranks_done = launch.submit(cfg, config_yaml, out)  # the ranks start while MLflow opens the run
+    tracking.check_reachable(cfg.mlflow.tracking_uri)
+    with tracking.record(cfg, name, tags, parent) as run_id:
+        ranks = ranks_done()
+        with tracking.failing_as_run():  # a fault of this process after the ranks is the run's failure
+            record = results.summarize(cfg, ranks, started, time.time())
+            files = results.write_files(record, ranks, out, run_id, cfg)
+            tracking.log_results(cfg.mlflow.tracking_uri, run_id, record.metrics, record.tags, record.series,
+                                 [str(out / "resolved_config.yaml"), *files])
     log.info("%s; MLflow run %s", results.headline(name, record.metrics), run_id)
     if not parent:  # a sweep prints where its results are once, at its end
         uri = cfg.mlflow.tracking_uri
         print(tracking.ui_hint(uri, tracking.experiment_of(uri, run_id), output_dir=str(out)))
-    return {"run_id": run_id, **record.metrics}
+    return {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}
 
 
 def run_tags(cfg: DictConfig, out: Path) -> dict:

@@ -15,11 +15,11 @@ import os
 import shlex
 import uuid
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from omegaconf import DictConfig
 
-from rn50 import batch_search, checks, ncu, nvml, pool, schema
+from rn50 import batch_search, checks, console, keys, ncu, nvml, pool, schema
 from rn50.compilation import check_cuda_graphs
 from rn50.errors import ConfigError, RunFailed, error_line, failure_kind
 from rn50.schema import Accelerator, ClusterName, DataName, ProfilerName, dist_name
@@ -61,9 +61,11 @@ def resolve_accelerator(cfg: DictConfig, here: bool = True) -> Accelerator:
 
 def preflight(cfg: DictConfig, here: bool = True) -> None:
     """Everything that can be wrong before a process starts; sets the resolved accelerator."""
+    keys.check_declared(cfg)  # a key added with + that the schema does not know
     schema.validate(cfg)
     cfg.dist.accelerator = resolve_accelerator(cfg, here)
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
+    console.cpu_precision_warning(cfg.precision.name, cfg.dist.accelerator)
     if cfg.data.name == DataName.dali and importlib.util.find_spec("nvidia.dali") is None:
         raise ConfigError(checks.MISSING_DALI)
     if cfg.data.name != DataName.synthetic:
@@ -98,21 +100,21 @@ def process_rank(cfg: DictConfig) -> int:
     return int(os.environ[rank_key])
 
 
-def start_ranks(cfg: DictConfig) -> None:
-    """cluster=local: have the ranks import torch and make their CUDA contexts while this
-    process opens the MLflow run."""
-    if cfg.cluster.name == ClusterName.local and cfg.profiler.name != ProfilerName.ncu:
-        pool.pool_for(cfg.dist.gpus_per_node, cfg.dist.accelerator.value)
-
-
-def run_ranks(cfg: DictConfig, config_yaml: str, out: Path) -> list:
-    """Every rank's RankResult, from this host's ranks (cluster=local) or, as rank 0, from the
-    ranks torchrun or SLURM started; RunFailed names the first failure."""
+def submit(cfg: DictConfig, config_yaml: str, out: Path) -> Callable[[], list]:
+    """Start the run's ranks; the returned call waits for every rank's RankResult (RunFailed
+    names the first failure). On this host the ranks start now, importing torch and making
+    their CUDA contexts while this process opens the MLflow run; under torchrun and SLURM this
+    process is rank 0 and runs its rank when the call is made."""
     if cfg.cluster.name != ClusterName.local:
-        return run_rank_here(cfg, out)
+        return lambda: run_rank_here(cfg, out)
     if cfg.profiler.name != ProfilerName.ncu:
-        return pool.run(cfg.dist.gpus_per_node, cfg.dist.accelerator.value, config_yaml, out)
-    try:  # the one process runs under Nsight Compute
+        return pool.submit(cfg.dist.gpus_per_node, cfg.dist.accelerator.value, config_yaml, out)
+    return lambda: run_under_ncu(cfg, config_yaml, out)
+
+
+def run_under_ncu(cfg: DictConfig, config_yaml: str, out: Path) -> list:
+    """The one rank, in a process Nsight Compute starts; its ncu/ metrics and files join rank 0's."""
+    try:
         ranks = pool.run_once(ncu.command(cfg, out), config_yaml, out)
     except RunFailed:
         ncu.check_log(out / ncu.LOG)  # ncu's own error names the cause better than an exit status

@@ -1,11 +1,13 @@
 """Model FLOPs utilization: achieved model FLOP/s over the GPU's peak for the math mode."""
 
+import functools
 from typing import Optional
 
 # Which peak-FLOPs column of conf/mfu/peaks.yaml a precision runs at.
 MATH_MODE = {"fp32": "fp32", "tf32": "tf32", "amp": "fp16", "amp_static": "fp16", "bf16": "bf16"}
 
 
+@functools.lru_cache(maxsize=None)  # a warm rank counts each network once
 def flops_per_image(arch: str, num_classes: int, image_size: int) -> float:
     """Forward plus backward FLOPs of one image, counted by Lightning on the meta device."""
     import torch

@@ -18,9 +18,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rn50.errors import RunFailed
 
@@ -60,18 +61,20 @@ class RankPool:
                                                pass_fds=[theirs.fileno()]))
             theirs.close()
             self.conns.append(Connection(mine.detach()))
-        self._ready = False
 
-    def run(self, config_yaml: str, out: Path) -> list:
-        """Run one config on every rank; rank 0's results, or RunFailed naming the first failure."""
-        if not self._ready:  # each rank says so once it has imported torch and made its context
-            self._collect("ready")
-            self._ready = True
+    def submit(self, config_yaml: str, out: Path) -> None:
+        """Send one run to every rank; a rank still starting reads it once it is ready."""
         for conn in self.conns:
-            conn.send({"config": config_yaml, "out": str(out)})
-        return self._collect("ok")[0][1]
+            try:
+                conn.send({"config": config_yaml, "out": str(out)})
+            except OSError:  # a rank that died: result() sees its end
+                pass
 
-    def _collect(self, expected: str) -> list:
+    def result(self) -> list:
+        """Rank 0's results of the run submitted, or RunFailed naming the failure that came first."""
+        return self._collect()[0][1]
+
+    def _collect(self) -> list:
         """One reply from every rank; once one fails, the others get GRACE_S to say why they did."""
         replies: Dict[int, tuple] = {}
         pending = dict(enumerate(self.conns))
@@ -84,11 +87,14 @@ class RankPool:
                 if conn not in ready:
                     continue
                 try:
-                    replies[rank] = conn.recv()
+                    reply = conn.recv()
                 except (EOFError, OSError):
-                    replies[rank] = ("died", self._exit_code(rank))
+                    reply = ("died", time.time(), self._exit_code(rank))
+                if reply[0] == "ready":  # warmed up; its answer comes next
+                    continue
+                replies[rank] = reply
                 del pending[rank]
-                failed = failed or replies[rank][0] != expected
+                failed = failed or reply[0] != "ok"
         if not failed:
             return [replies[r] for r in range(self.nprocs)]
         self.close(kill=True)
@@ -100,16 +106,19 @@ class RankPool:
         except subprocess.TimeoutExpired:
             return None
 
-    def _failure(self, replies: Dict[int, tuple]) -> RunFailed:
-        """The first rank's own error; a rank that died without one comes after those that said why."""
-        errors = sorted((r, reply) for r, reply in replies.items() if reply[0] == "error")
-        if errors:
-            rank, (_, message, kind) = errors[0]
+    @staticmethod
+    def _failure(replies: Dict[int, tuple]) -> RunFailed:
+        """The failure that came first: a rank that fails leaves the others failing in their
+        collectives a moment later, with errors that only say a peer went away."""
+        rank, reply = min(((r, reply) for r, reply in replies.items() if reply[0] != "ok"),
+                          key=lambda item: item[1][1])
+        if reply[0] == "error":
+            _, _, message, kind = reply
             return RunFailed(f"rank {rank} failed: {message}", kind=kind)
-        rank, (_, code) = sorted((r, reply) for r, reply in replies.items() if reply[0] == "died")[0]
-        return RunFailed(f"rank {rank} failed: {_exit_reason(code)}", kind="error")
+        return RunFailed(f"rank {rank} failed: {_exit_reason(reply[2])}", kind="error")
 
-    def close(self, kill: bool = False) -> None:
+    def close(self, kill: bool = False, wait_s: Optional[float] = 60) -> None:
+        """Stop the ranks: ask them to leave (or kill them), and wait up to wait_s for each."""
         for conn in self.conns:
             try:
                 if not kill:
@@ -120,11 +129,14 @@ class RankPool:
         for proc in self.procs:
             if kill and proc.poll() is None:
                 proc.kill()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        if wait_s:
+            for proc in self.procs:
+                try:
+                    proc.wait(timeout=wait_s)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        else:
+            _leaving.extend(self.procs)
         self.procs, self.conns = [], []
 
     @property
@@ -133,30 +145,52 @@ class RankPool:
 
 
 _pools: Dict[Tuple[int, str], RankPool] = {}
+_leaving: List[subprocess.Popen] = []  # ranks told to stop, waited for at exit
 
 
 def pool_for(nprocs: int, device: str) -> RankPool:
-    """The warm pool of this world size and device kind, started if there is none."""
+    """The warm pool of this world size and device kind, started if there is none. Only one
+    pool lives at a time: idle ranks of another size would hold GPU memory and contexts that a
+    fresh process would not see (and exclusive-process GPUs would refuse the new ranks)."""
     key = (nprocs, device)
+    for other in [k for k in _pools if k != key]:
+        _pools.pop(other).close()
     pool = _pools.get(key)
-    if pool is None or not pool.alive:
+    if pool is not None and not pool.alive:
+        pool.close(kill=True)
+        pool = None
+    if pool is None:
         pool = _pools[key] = RankPool(nprocs)
     return pool
 
 
-def run(nprocs: int, device: str, config_yaml: str, out: Path) -> list:
-    """Run a config on a warm pool; a failure takes the pool down, so the next run starts fresh."""
+def submit(nprocs: int, device: str, config_yaml: str, out: Path) -> Callable[[], list]:
+    """Send a config to a warm pool now; the returned call waits for its results. A failure
+    takes the pool down, so the next run starts fresh ranks."""
     pool = pool_for(nprocs, device)
-    try:
-        return pool.run(config_yaml, out)
-    except BaseException:
-        pool.close(kill=True)
-        raise
+    pool.submit(config_yaml, out)
+
+    def result() -> list:
+        try:
+            return pool.result()
+        except BaseException:
+            pool.close(kill=True)
+            raise
+
+    return result
 
 
-def close_all() -> None:
+def close_all(wait: bool = True) -> None:
+    """Stop every pool; without wait, the ranks leave while this process goes on."""
     while _pools:
-        _pools.popitem()[1].close()
+        _pools.popitem()[1].close(wait_s=60 if wait else None)
+    if wait:
+        for proc in _leaving:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        _leaving.clear()
 
 
 atexit.register(close_all)
@@ -174,6 +208,5 @@ def run_once(prefix: Sequence[str], config_yaml: str, out: Path) -> list:
             reply = pickle.loads(result.read_bytes())
             if reply[0] == "ok":
                 return reply[1]
-            raise RunFailed(f"rank 0 failed: {reply[1]}", kind=reply[2])
+            raise RunFailed(f"rank 0 failed: {reply[2]}", kind=reply[3])
     raise RunFailed(f"rank 0 failed: {_exit_reason(done.returncode)}", kind="error")
-

@@ -2,7 +2,7 @@
 steps (rn50/meter.py draws them), and one line per finished sweep point."""
 
 import time
-from typing import Any, Callable, Mapping, Optional, TextIO
+from typing import Callable, Optional, TextIO
 
 import pytorch_lightning as pl
 
@@ -70,35 +70,3 @@ class Progress(pl.Callback):
         if self.enabled and self.meter is not None:  # stopped early: close the line
             self.meter.finish()
             self.meter = None
-
-
-def point_line(index: int, total: int, summary: Mapping[str, Any]) -> str:
-    """One sweep point's line: '[3/12] resnet50 amp 1n2g bs256: 11,798 images/sec'.
-
-    index counts from 1. summary: a run's summary.json, or any mapping with arch,
-    precision, dist, batch_size (each left out when missing) and either
-    throughput/images_per_sec or, for a point that failed, failure ('oom', 'config').
-    """
-    parts = [str(summary[k]) for k in ("arch", "precision", "dist") if summary.get(k) is not None]
-    if summary.get("batch_size") is not None:
-        parts.append(f"bs{summary['batch_size']}")
-    throughput = summary.get("throughput/images_per_sec")
-    result = rate_text(throughput) if throughput is not None else f"failed ({summary.get('failure') or 'error'})"
-    return f"[{index}/{total}] {' '.join(parts)}: {result}"
-
-
-def sweep_size(overrides, params: Optional[Mapping[str, Any]] = None) -> int:
-    """How many jobs Hydra's basic sweeper makes (point_line's total): the product of each
-    swept key's values. overrides: hydra.overrides.task; params: hydra.sweeper.params, which
-    the command line's overrides of the same key replace, as in the sweeper."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    lines = [f"{key}={value}" for key, value in (params or {}).items()] + list(overrides)
-    counts = {}
-    for override in OverridesParser.create().parse_overrides(lines):
-        swept = override.is_sweep_override() and override.is_discrete_sweep()
-        counts[override.get_key_element()] = len(list(override.sweep_string_iterator())) if swept else 1
-    total = 1
-    for count in counts.values():
-        total *= count
-    return total

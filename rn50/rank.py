@@ -12,6 +12,8 @@ import os
 import pickle
 import signal
 import sys
+import time
+import traceback
 from pathlib import Path
 from typing import List, Optional
 
@@ -23,13 +25,14 @@ from pytorch_lightning.plugins.environments import (LightningEnvironment, SLURME
 from pytorch_lightning.profilers import SimpleProfiler
 from pytorch_lightning.strategies import DDPStrategy
 
-from rn50 import batch_search, data, environment, mfu, precision
+from rn50 import batch_search, console, data, environment, mfu, precision
 from rn50.errors import failure_kind, error_line
 from rn50.model import ResNetModule
 from rn50.ncu_range import NcuRange
 from rn50.nvtx import NvtxRanges
 from rn50.pool import POOL_ENV
 from rn50.profile import TorchProfile
+from rn50.progress import Progress
 from rn50.results import RankResult
 from rn50.schema import Accelerator, ClusterName, ProfilerName, Rn50Config, profiled_steps
 from rn50.throughput import ThroughputCallback
@@ -112,7 +115,12 @@ def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     throughput = ThroughputCallback(cfg.bench, cfg.telemetry, device_type)
     first_profiled = throughput.timer.total_steps
     extras = profiling_callbacks(cfg, device_type, first_profiled, out)
-    trainer = build_trainer(cfg, device_type, [throughput, *extras], first_profiled + profiled_steps(cfg), out)
+    world = cfg.dist.nodes * cfg.dist.gpus_per_node
+    # After the throughput callback, whose window-edge sync comes first; reads the host clock only.
+    progress = Progress(cfg.bench.warmup_steps, cfg.bench.steps * cfg.bench.repeats, cfg.data.batch_size, world,
+                        total_after=profiled_steps(cfg))
+    trainer = build_trainer(cfg, device_type, [throughput, progress, *extras],
+                            first_profiled + profiled_steps(cfg), out)
     trainer.fit(model, datamodule=data.build(cfg))
     ranks = throughput.ranks
     if ranks is None:
@@ -142,36 +150,51 @@ def leave_process_group() -> None:
 
 def release_memory() -> None:
     """Between two runs of a warm rank: nothing of the last run stays on the device."""
+    torch._dynamo.reset()  # compiled graphs, and the CUDA-graph pools they hold
     gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
-    torch._dynamo.reset()  # compiled graphs and their CUDA-graph pools
+    if "nvidia.dali" in sys.modules:  # DALI keeps its own device and pinned-memory pools
+        from nvidia.dali.backend import ReleaseUnusedMemory
+
+        ReleaseUnusedMemory()
 
 
-def answer(task: dict):
-    """('ok', results) or ('error', one line, failure kind) for one run."""
+def failure(exc: BaseException) -> tuple:
+    """('error', when, one line, failure kind); the traceback goes to this rank's stderr."""
+    traceback.print_exc()
+    message = error_line(str(exc)) or type(exc).__name__
+    return ("error", time.time(), message, failure_kind(message))
+
+
+def answer(task: dict) -> tuple:
+    """('ok', results) or a failure for one run."""
     try:
         return ("ok", run_rank(load_config(task["config"]), Path(task["out"])))
     except Exception as exc:
-        message = error_line(str(exc)) or type(exc).__name__
-        return ("error", message, failure_kind(message))
+        return failure(exc)
 
 
 def serve(fd: int) -> None:
     """A pool rank: warm up, then run each task the launcher sends until it says stop."""
     from multiprocessing.connection import Connection
 
+    os.set_inheritable(fd, False)  # DataLoader workers must not hold the launcher's socket open
     conn = Connection(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher owns Ctrl-C and stops the ranks
-    if torch.cuda.is_available():  # the CUDA context is made before the first task arrives
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-        torch.zeros(1, device="cuda")
+    try:
+        if torch.cuda.is_available():  # the CUDA context is made before the first task arrives
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+            torch.zeros(1, device="cuda")
+    except Exception as exc:  # a busy or missing device: say so instead of just exiting
+        conn.send(failure(exc))
+        return
     conn.send(("ready",))
     while True:
         try:
             task = conn.recv()
-        except EOFError:  # the launcher is gone
+        except (EOFError, OSError):  # the launcher is gone
             return
         if task is None:
             break
@@ -189,6 +212,7 @@ def main(argv=None) -> None:
     parser.add_argument("--task", help="a pickled task to run once (under a profiler's own launcher)")
     parser.add_argument("--result", help="where --task writes its pickled reply")
     args = parser.parse_args(argv)
+    console.quiet()
     if args.serve:
         serve(int(os.environ[POOL_ENV]))
         return

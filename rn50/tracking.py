@@ -13,7 +13,7 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from rn50.errors import ConfigError, Interrupted, Rn50Error, RunFailed
+from rn50.errors import ConfigError, Rn50Error, RunFailed
 
 # MLflow's HTTP client retries for minutes by default; an unreachable server should fail fast.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -172,7 +172,7 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str],
     run_id = start_run(cfg, run_name, tags, parent_run_id)
     try:
         yield run_id
-    except Interrupted as exc:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM to the launcher (Interrupted)
         end_run(uri, run_id, ok=False, killed=True)
         exc.note = f"run {run_id} marked KILLED"
         raise
@@ -180,6 +180,20 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str],
         end_run(uri, run_id, ok=False, tags=failure_tags(exc))
         raise
     end_run(uri, run_id, ok=True)
+
+
+@contextlib.contextmanager
+def failing_as_run() -> Iterator[None]:
+    """An unexpected error here (MLflow refusing a metric, a bug) fails the run, with one line,
+    instead of escaping as a traceback that would end a sweep without its report."""
+    from rn50.errors import error_line
+
+    try:
+        yield
+    except Rn50Error:
+        raise
+    except Exception as exc:
+        raise RunFailed(f"recording the results failed: {error_line(str(exc)) or type(exc).__name__}") from exc
 
 
 def failure_tags(exc: BaseException) -> Dict[str, str]:

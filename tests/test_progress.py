@@ -8,7 +8,8 @@ import torch
 
 from rn50.fake_imagenet import make
 from rn50.meter import Meter
-from rn50.progress import Progress, point_line, sweep_size
+from rn50.meter import point_line, sweep_size
+from rn50.progress import Progress
 
 
 class FakeClock:

@@ -28,11 +28,16 @@ def split(cwd):
 
 
 def test_sweep_reports_every_point_and_runs_the_right_processes_once(tmp_path):
-    proc = rn50(tmp_path, "--multirun", *TINY_NO_BATCH, "data.batch_size=2,4", "dist=1n1g,1n2g")
+    # dist first: Hydra varies the last override fastest, so the points of one world size run
+    # one after another in the same warm ranks.
+    proc = rn50(tmp_path, "--multirun", *TINY_NO_BATCH, "dist=1n1g,1n2g", "data.batch_size=2,4")
     assert proc.returncode == 0, proc.stderr[-3000:]
     parent, children = split(tmp_path)
     assert parent.info.status == "FINISHED"
     assert "data.batch_size=2,4" in parent.data.tags["sweep.overrides"]
+    points_lines = [l for l in proc.stderr.splitlines() if l.startswith("[")]
+    assert [l.split("]")[0] for l in points_lines] == ["[1/4", "[2/4", "[3/4", "[4/4"], proc.stderr[-2000:]
+    assert all("images/sec" in l for l in points_lines)
     assert parent.data.tags["sweep.start_time"]
     points = sorted((c.data.params["data.batch_size"], c.data.tags["world_size"]) for c in children)
     assert points == [("2", "1"), ("2", "2"), ("4", "1"), ("4", "2")]  # each point once, its own processes
