@@ -187,22 +187,26 @@ def serve(fd: int) -> None:
         if torch.cuda.is_available():  # the CUDA context is made before the first task arrives
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
             torch.zeros(1, device="cuda")
+        reply = ("ready",)
     except Exception as exc:  # a busy or missing device: say so instead of just exiting
-        conn.send(failure(exc))
-        return
-    conn.send(("ready",))
-    while True:
+        reply = failure(exc)
+    while reply[0] != "error":
         try:
+            conn.send(reply)
             task = conn.recv()
-        except (EOFError, OSError):  # the launcher is gone
+        except (EOFError, OSError):  # the launcher is gone (it stopped at an error of its own)
             return
         if task is None:
             break
         reply = answer(task)
-        conn.send(reply)
-        if reply[0] != "ok":
-            return  # a failed rank's state is suspect: the launcher starts fresh ones
-        release_memory()
+        if reply[0] == "ok":
+            release_memory()
+    else:  # a failed rank's state is suspect: the launcher starts fresh ones
+        try:
+            conn.send(reply)
+        except OSError:
+            pass
+        return
     leave_process_group()
 
 
