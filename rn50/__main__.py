@@ -58,16 +58,13 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
         if parent and rank == 0:  # a sweep point that cannot run is still a row of the report
             tracking.record_failure(cfg, name, tags, parent, exc)
         raise
+    if parent and cfg.sweep.resume:  # every rank asks, so that all of a SLURM job's tasks skip together
+        done = finished_before(cfg, parent, tags[tracking.HASH_TAG], name, say=rank == 0)
+        if done is not None:
+            return done
     if rank != 0:  # a torchrun or SLURM rank other than 0: rank 0 records the run
         launch.run_rank_here(cfg, out)
         return None
-    if parent and cfg.sweep.resume:
-        earlier = tracking.earlier_point(cfg.mlflow.tracking_uri, parent, tags[tracking.HASH_TAG])
-        if earlier is not None and earlier.info.status == "FINISHED":
-            print(f"rn50: {name}: finished before as run {earlier.info.run_id}, not run again", file=sys.stderr)
-            return {"run_id": earlier.info.run_id, **earlier.data.metrics}
-        print(f"rn50: {name}: " + (f"ran before as run {earlier.info.run_id} ({earlier.info.status}), running "
-                                    "it again" if earlier else "a new point of this sweep"), file=sys.stderr)
 
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     (out / "resolved_config.yaml").write_text(config_yaml)
@@ -85,6 +82,19 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
         uri = cfg.mlflow.tracking_uri
         print(tracking.ui_hint(uri, tracking.experiment_of(uri, run_id), output_dir=str(out)))
     return {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}
+
+
+def finished_before(cfg: DictConfig, parent: str, config_hash: str, name: str, say: bool) -> Optional[dict]:
+    """sweep.resume: the metrics of this point's FINISHED run in the sweep, or None to run it."""
+    earlier = tracking.earlier_point(cfg.mlflow.tracking_uri, parent, config_hash)
+    if earlier is not None and earlier.info.status == "FINISHED":
+        if say:
+            print(f"rn50: {name}: finished before as run {earlier.info.run_id}, not run again", file=sys.stderr)
+        return {"run_id": earlier.info.run_id, **earlier.data.metrics}
+    if say:
+        print(f"rn50: {name}: " + (f"ran before as run {earlier.info.run_id} ({earlier.info.status}), running "
+                                    "it again" if earlier else "a new point of this sweep"), file=sys.stderr)
+    return None
 
 
 def run_tags(cfg: DictConfig, out: Path) -> dict:

@@ -86,6 +86,8 @@ BAD = {
     "nodes on local": (["dist=2n8g"], "needs 2 nodes"),
     "no server": (["mlflow.tracking_uri=http://127.0.0.1:9"], "http://127.0.0.1:9 is unreachable"),
     "bad sqlite path": (["mlflow.tracking_uri=sqlite:////dev/null/m.db"], "cannot be opened"),
+    "mistyped scheme": (["mlflow.tracking_uri=htp://127.0.0.1:5000"], "unknown scheme 'htp'"),
+    "unwritable output": (["hydra.run.dir=/proc/rn50-out"], "cannot write /proc/rn50-out"),
 }
 
 
