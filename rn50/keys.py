@@ -116,6 +116,8 @@ def undeclared_keys(cfg, prefix: str = "") -> List[str]:
     found = []
     for name in cfg.keys():
         key = prefix + str(name)
+        if key == "hydra":  # Hydra's own node, in the configs a launcher loads for each job
+            continue
         kind = schema_keys().get(key)
         if kind is None:
             found.append(key)

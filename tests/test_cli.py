@@ -10,6 +10,8 @@ import torch
 from conftest import TINY, rn50, runs_in
 from rn50.tracking import MlflowClient
 
+pytestmark = pytest.mark.slow  # every test here runs `python -m rn50` as a user would
+
 
 def only_run(cwd):
     runs = runs_in(cwd)

@@ -13,6 +13,8 @@ import pytest
 
 from conftest import ROOT, TINY, _empty_store, rn50, runs_in
 
+pytestmark = pytest.mark.slow  # real SLURM jobs and torchrun processes
+
 CPU_PAIR = [*TINY, "dist=1n2g"]  # two gloo ranks
 
 

@@ -15,21 +15,12 @@ from rn50.console import NOISY_LOGGERS, DropLines, cpu_precision_warning, quiet
 FIT = """
 from rn50.console import quiet, cpu_precision_warning
 quiet()
-import torch, pytorch_lightning as pl
+import pytorch_lightning as pl
 
-class Tiny(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.layer = torch.nn.Linear(4, 2)
-    def training_step(self, batch, batch_idx):
-        return self.layer(batch).sum()
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-    def train_dataloader(self):
-        return torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2)
+from tiny_module import Tiny
 
 pl.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
-           enable_progress_bar=False, enable_model_summary=False).fit(Tiny())
+           enable_progress_bar=False, enable_model_summary=False).fit(Tiny(8))
 cpu_precision_warning("amp", "cpu")
 """
 
@@ -37,7 +28,7 @@ NOISE = ("💡 Tip", "litlogger", "GPU available:", "TPU available:", "LeafSpec"
 
 
 def fit(verbose: bool) -> str:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
     env.pop("RN50_VERBOSE", None)
     if verbose:
         env["RN50_VERBOSE"] = "1"

@@ -18,6 +18,7 @@ def tree(tmp_path_factory):
     return make_tree(tmp_path_factory.mktemp("imagenet"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pipeline", ["imagefolder", "dali"])
 def test_tiny_real_data_run(tmp_path, tree, pipeline):
     if pipeline == "dali":
@@ -66,6 +67,7 @@ def test_tree_checks(tmp_path):
     (["data.root=/nonexistent/imagenet"], "does not exist"),
     (["data.batch_size=64"], "fewer than one global batch"),
 ])
+@pytest.mark.slow
 def test_bad_tree_is_one_line_and_no_run(tmp_path, tree, overrides, expected):
     proc = rn50(tmp_path, *REAL, "data=imagefolder", f"data.root={tree}", *overrides)
     assert proc.returncode == 2
@@ -75,6 +77,7 @@ def test_bad_tree_is_one_line_and_no_run(tmp_path, tree, overrides, expected):
 
 
 # imagefolder's corrupt-file path is checked in tests/test_sweep.py's failure sweep.
+@pytest.mark.slow
 @pytest.mark.parametrize("pipeline", ["dali"])
 def test_corrupt_jpeg_is_named(tmp_path, pipeline):
     pytest.importorskip("nvidia.dali")

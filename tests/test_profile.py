@@ -127,6 +127,7 @@ def test_nvtx_ranges_nest_and_balance_in_lightnings_hook_order(compose_cfg):
     assert calls == ["data", *step, *step, "pop"]
 
 
+@pytest.mark.slow
 def test_a_pytorch_profiled_run_keeps_trace_table_and_busy_share(tmp_path):
     proc = rn50(tmp_path, *TINY, "profiler=pytorch", "profiler.wait=0", "profiler.warmup=1", "profiler.active=2")
     assert proc.returncode == 0, proc.stderr[-3000:]

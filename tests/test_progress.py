@@ -4,9 +4,9 @@ import io
 from types import SimpleNamespace
 
 import pytorch_lightning as pl
-import torch
 
 from rn50.fake_imagenet import make
+from tiny_module import Tiny
 from rn50.meter import Meter
 from rn50.meter import point_line, sweep_size
 from rn50.progress import Progress
@@ -74,21 +74,6 @@ def test_other_ranks_print_nothing():
     clock, out = FakeClock(), io.StringIO()
     drive(Progress(2, 3, 4, 2, stream=out, clock=clock, tty=False), clock, steps=5, rank0=False)
     assert out.getvalue() == ""
-
-
-class Tiny(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.layer = torch.nn.Linear(4, 2)
-
-    def training_step(self, batch, batch_idx):
-        return self.layer(batch).sum()
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-    def train_dataloader(self):
-        return torch.utils.data.DataLoader(torch.randn(16, 4), batch_size=2)
 
 
 def test_a_real_trainer_drives_it():

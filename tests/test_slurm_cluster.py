@@ -4,6 +4,10 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a real SLURM cluster
+
 
 # What torch.distributed / Lightning's SLURMEnvironment read in each task.
 TASK_VARS = ["SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID",

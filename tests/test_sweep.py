@@ -15,6 +15,8 @@ import pytest
 from conftest import ROOT, TINY, _empty_store, make_tree, rn50, runs_in
 from rn50.tracking import PARENT_TAG, MlflowClient
 
+pytestmark = pytest.mark.slow  # every test here runs a real --multirun
+
 TINY_NO_BATCH = [a for a in TINY if not a.startswith("data.batch_size")]
 
 

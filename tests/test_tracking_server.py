@@ -12,6 +12,8 @@ import pytest
 from conftest import ROOT, TINY, rn50
 from rn50.tracking import MlflowClient
 
+pytestmark = pytest.mark.slow  # a real MLflow server
+
 
 def free_port() -> int:
     with socket.socket() as s:
