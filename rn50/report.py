@@ -211,9 +211,10 @@ def description(rows: List[Dict], limit: int = 8000) -> str:
     return text
 
 
-def time_line(rows: List[Dict], sweep_wall_s: float) -> str:
-    """Where a sweep's time went: its wall time against its points' warm-up and measured steps."""
-    busy = sum(r["busy_s"] for r in rows if r.get("busy_s"))
+def time_line(rows: List[Dict], sweep_wall_s: float, since_ms: int = 0) -> str:
+    """Where a sweep's time went: its wall time against the warm-up and measured steps of the
+    points it ran (since since_ms: a resumed sweep's earlier points ran in another command)."""
+    busy = sum(r["busy_s"] for r in rows if r.get("busy_s") and r["start_time"] >= since_ms)
     share = f" ({sweep_wall_s / busy:.2f}x)" if busy else ""
     return (f"sweep wall time {sweep_wall_s:.1f} s; warm-up plus measured steps {busy:.1f} s{share}, "
             "the rest is process start-up, logging and shutdown")

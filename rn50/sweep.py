@@ -110,7 +110,7 @@ class SweepCallback(Callback):
         failed = ["the report"]  # until it is written
         try:
             rows = report.collect(uri, parent_run_id=parent)
-            footer = report.time_line(rows, time.time() - STARTED)  # from the command
+            footer = report.time_line(rows, time.time() - STARTED, int(STARTED * 1000))  # this command's
             files = report.write(rows, Path(config.hydra.sweep.dir), footer)
             tracking.log_results(uri, parent, {}, artifacts=map(str, files))
             tracking.set_description(uri, parent, report.description(rows))
