@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import STARTED, console, launch, results, schema, tracking
+from rn50 import STARTED, console, launch, pool, results, schema, tracking
 from rn50.config_dir import config_dir
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, Interrupted, reported
@@ -54,6 +54,7 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
     tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed
     try:
         launch.preflight(cfg)
+        tracking.check_reachable(cfg.mlflow.tracking_uri, open_store=False)
     except ConfigError as exc:
         if parent and rank == 0:  # a sweep point that cannot run is still a row of the report
             tracking.record_failure(cfg, name, tags, parent, exc)
@@ -68,15 +69,15 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
 
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     (out / "resolved_config.yaml").write_text(config_yaml)
-    ranks_done = launch.submit(cfg, config_yaml, out)  # the ranks start while MLflow opens the run
-    tracking.check_reachable(cfg.mlflow.tracking_uri)
-    with tracking.record(cfg, name, tags, parent) as run_id:
-        ranks = ranks_done()
-        with tracking.failing_as_run():  # a fault of this process after the ranks is the run's failure
-            record = results.summarize(cfg, ranks, started, time.time())
-            files = results.write_files(record, ranks, out, run_id, cfg)
-            tracking.log_results(cfg.mlflow.tracking_uri, run_id, record.metrics, record.tags, record.series,
-                                 [str(out / "resolved_config.yaml"), *files])
+    with launch.started(cfg, config_yaml, out) as ranks_done:  # the ranks start while MLflow opens the run
+        tracking.check_reachable(cfg.mlflow.tracking_uri)  # the store itself: MLflow's import and schema
+        with tracking.record(cfg, name, tags, parent) as run_id:
+            ranks = ranks_done()
+            with tracking.failing_as_run():  # a fault of this process after the ranks is the run's failure
+                record = results.summarize(cfg, ranks, started, time.time())
+                files = results.write_files(record, ranks, out, run_id, cfg)
+                tracking.log_results(cfg.mlflow.tracking_uri, run_id, record.metrics, record.tags,
+                                     record.series, [str(out / "resolved_config.yaml"), *files])
     log.info("%s; MLflow run %s", results.headline(name, record.metrics), run_id)
     if not parent:  # a sweep prints where its results are once, at its end
         uri = cfg.mlflow.tracking_uri
@@ -127,6 +128,8 @@ def main() -> None:
         with reported():
             run()
     except BaseException as exc:
+        if not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+            pool.close_all(kill=True)  # ranks started for a run that will not happen
         # A sweep stopped before its end (a job that does not compose, Ctrl-C) closes its parent run.
         parent = os.environ.pop(PARENT_ENV, None)
         if parent and not (isinstance(exc, SystemExit) and exc.code in (0, None)):

@@ -9,13 +9,14 @@ of the run, so it runs its rank here (`run_rank_here`).
 Nothing here imports torch: the GPU count comes from NVML.
 """
 
+import contextlib
 import importlib.util
 import logging
 import os
 import shlex
 import uuid
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from omegaconf import DictConfig
 
@@ -110,6 +111,18 @@ def submit(cfg: DictConfig, config_yaml: str, out: Path) -> Callable[[], list]:
     if cfg.profiler.name != ProfilerName.ncu:
         return pool.submit(cfg.dist.gpus_per_node, cfg.dist.accelerator.value, config_yaml, out)
     return lambda: run_under_ncu(cfg, config_yaml, out)
+
+
+@contextlib.contextmanager
+def started(cfg: DictConfig, config_yaml: str, out: Path) -> Iterator[Callable[[], list]]:
+    """submit() for the block: if the block fails before the results came back, the ranks
+    are killed, so that a warm pool never holds a task nobody waits for."""
+    results = submit(cfg, config_yaml, out)
+    try:
+        yield results
+    except BaseException:
+        pool.close_all(kill=True)
+        raise
 
 
 def run_under_ncu(cfg: DictConfig, config_yaml: str, out: Path) -> list:

@@ -180,10 +180,10 @@ def submit(nprocs: int, device: str, config_yaml: str, out: Path) -> Callable[[]
     return result
 
 
-def close_all(wait: bool = True) -> None:
+def close_all(wait: bool = True, kill: bool = False) -> None:
     """Stop every pool; without wait, the ranks leave while this process goes on."""
     while _pools:
-        _pools.popitem()[1].close(wait_s=60 if wait else None)
+        _pools.popitem()[1].close(kill=kill, wait_s=60 if wait else None)
     if wait:
         for proc in _leaving:
             try:

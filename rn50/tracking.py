@@ -50,12 +50,17 @@ def config_params(cfg: DictConfig) -> Dict[str, str]:
     return flatten(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
 
 
-def check_reachable(uri: str) -> None:
-    """Fail before any work starts when the tracking store cannot be opened."""
+def check_reachable(uri: str, open_store: bool = True) -> None:
+    """Fail before any work starts when the tracking store cannot be opened. open_store=False
+    makes only the checks that need no MLflow import: the scheme, a server's /health, and the
+    folder of an sqlite file."""
     scheme = uri.split("://")[0].split("+")[0] if "://" in uri else uri
     if scheme not in SCHEMES:
         raise ConfigError(f"mlflow.tracking_uri={uri}: unknown scheme {scheme!r}; use sqlite:///path/mlflow.db "
                           "or http://host:port of an MLflow server")
+    folder = os.path.dirname(uri.removeprefix("sqlite:///")) if scheme == "sqlite" else ""
+    if folder and not os.path.isdir(folder):
+        raise Rn50Error(f"mlflow.tracking_uri={uri} cannot be opened: {folder} is not a directory")
     if uri.startswith(("http://", "https://")):
         try:
             urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=10).read()

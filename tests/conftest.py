@@ -82,3 +82,13 @@ def make_tree(root, classes=3, per_class=4, size=(80, 60)):
                 pixels = rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)
                 Image.fromarray(pixels).save(folder / f"n{c:08d}_{i}.JPEG", quality=85)
     return Path(root)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (pyproject's addopts), tests that share an expensive fixture run on one
+    worker: the SLURM cluster, and the wheelhouse built once for its module."""
+    for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif item.module.__name__ == "test_wheelhouse":
+            item.add_marker(pytest.mark.xdist_group("wheelhouse"))
