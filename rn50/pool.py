@@ -110,8 +110,10 @@ class RankPool:
     def _failure(replies: Dict[int, tuple]) -> RunFailed:
         """The failure that came first: a rank that fails leaves the others failing in their
         collectives a moment later, with errors that only say a peer went away."""
+        # A rank killed by a signal (a segfault, the OOM killer) comes first: its end reaches this
+        # process late, after the errors its peers raised when it vanished.
         rank, reply = min(((r, reply) for r, reply in replies.items() if reply[0] != "ok"),
-                          key=lambda item: item[1][1])
+                          key=lambda item: (not (item[1][0] == "died" and (item[1][2] or 0) < 0), item[1][1]))
         if reply[0] == "error":
             _, _, message, kind = reply
             return RunFailed(f"rank {rank} failed: {message}", kind=kind)

@@ -180,33 +180,36 @@ def serve(fd: int) -> None:
     """A pool rank: warm up, then run each task the launcher sends until it says stop."""
     from multiprocessing.connection import Connection
 
-    os.set_inheritable(fd, False)  # DataLoader workers must not hold the launcher's socket open
     conn = Connection(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher owns Ctrl-C and stops the ranks
+
+    def say(reply) -> bool:
+        try:
+            conn.send(reply)
+            return True
+        except OSError:  # the launcher is gone (it stopped at an error of its own)
+            return False
+
     try:
         if torch.cuda.is_available():  # the CUDA context is made before the first task arrives
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
             torch.zeros(1, device="cuda")
-        reply = ("ready",)
     except Exception as exc:  # a busy or missing device: say so instead of just exiting
-        reply = failure(exc)
-    while reply[0] != "error":
+        say(failure(exc))
+        return
+    if not say(("ready",)):
+        return
+    while True:
         try:
-            conn.send(reply)
             task = conn.recv()
-        except (EOFError, OSError):  # the launcher is gone (it stopped at an error of its own)
+        except (EOFError, OSError):  # the launcher is gone
             return
         if task is None:
             break
         reply = answer(task)
-        if reply[0] == "ok":
-            release_memory()
-    else:  # a failed rank's state is suspect: the launcher starts fresh ones
-        try:
-            conn.send(reply)
-        except OSError:
-            pass
-        return
+        if not say(reply) or reply[0] != "ok":
+            return  # a failed rank's state is suspect: the launcher starts fresh ones
+        release_memory()
     leave_process_group()
 
 

@@ -71,6 +71,8 @@ def check_reachable(uri: str, open_store: bool = True) -> None:
                 "(launchers/mlflow_server.sh) or drop the key to use ./mlflow.db"
             ) from None
         return
+    if not open_store:
+        return
     from mlflow.tracking import MlflowClient
 
     try:

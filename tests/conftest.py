@@ -84,6 +84,7 @@ def make_tree(root, classes=3, per_class=4, size=(80, 60)):
     return Path(root)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (pyproject's addopts), tests that share an expensive fixture run on one
     worker: the SLURM cluster, and the wheelhouse built once for its module."""

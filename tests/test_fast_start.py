@@ -41,3 +41,13 @@ def test_answers_without_a_run_import_no_torch_lightning_or_mlflow(tmp_path, arg
     loaded, proc = modules_loaded(tmp_path, *TINY, *args)
     assert not loaded & set(HEAVY), (sorted(loaded & set(HEAVY)), proc.stderr[-2000:])
     assert "rn50" in loaded
+
+
+def test_the_store_check_before_the_ranks_start_imports_no_mlflow(tmp_path):
+    probe = ("import sys; from rn50 import tracking; "
+             f"tracking.check_reachable('sqlite:///{tmp_path}/mlflow.db', open_store=False); "
+             "print('mlflow' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert done.stdout.strip() == "False", done.stderr[-2000:]
+    assert not (tmp_path / "mlflow.db").exists()
