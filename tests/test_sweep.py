@@ -194,6 +194,17 @@ def test_a_stopped_sweep_resumes_without_rerunning_finished_points(tmp_path):
     rows = list(csv.DictReader(open(Path(parent_after.data.tags["sweep.dir"]) / "sweep_report.csv")))
     assert sorted(r["batch_per_gpu"] for r in rows) == ["2", "3", "4"]
 
+    # By id, with other overrides: the matching point is resumed, the other joins as a new point.
+    parent_id = parent.info.run_id
+    other = rn50(tmp_path, *args[:-1], "data.batch_size=2,5", f"sweep.resume={parent_id}")
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert "its points that match are resumed, the others join it as new points" in other.stderr
+    assert "bs2: finished before" in other.stderr and "bs5: a new point of this sweep" in other.stderr
+    # A sweep of another experiment is refused, and nothing runs.
+    wrong = rn50(tmp_path, *args, "mlflow.experiment_name=elsewhere", f"sweep.resume={parent_id}")
+    errors = [l for l in wrong.stderr.splitlines() if l.startswith("rn50: error:")]
+    assert wrong.returncode != 0 and len(errors) == 1 and "is a run of experiment rn50, not elsewhere" in errors[0]
+
 
 def test_resume_errors_name_what_would_work(tmp_path):
     proc = rn50(tmp_path, "--multirun", *TINY_NO_BATCH, "data.batch_size=2,4", "sweep.resume=true")
