@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 from rn50 import tracking
 from rn50.errors import Rn50Error, reported
 
-ROLE_TAG = "rn50.role"
+ROLE_TAG = tracking.ROLE_TAG
 # Keys that may differ between a point and its 1n1g reference.
 NOT_SETUP = ("dist.", "profiler.", "telemetry.", "cluster.", "mlflow.")
 # The MFU peak table is the same data in every run; mfu.peak_tflops (an override) stays.

@@ -211,8 +211,6 @@ def failure_tags(exc: BaseException) -> Dict[str, str]:
     elif isinstance(exc, SystemExit):  # Lightning's SIGTERMException: torchrun or srun stopping every rank
         return {"failure": "stopped",
                 "error": "stopped by SIGTERM: another rank failed, or the job was cancelled"}
-    elif isinstance(exc, KeyboardInterrupt):
-        return {"failure": "stopped", "error": "interrupted"}
     else:
         kind = "error"
     message = " ".join(str(exc).split()) or type(exc).__name__
@@ -226,7 +224,8 @@ def record_failure(cfg: DictConfig, run_name: str, tags: Mapping[str, str], pare
     end_run(cfg.mlflow.tracking_uri, run_id, ok=False, tags=failure_tags(exc))
 
 
-SWEEP_ROLE = ("rn50.role", "sweep")
+ROLE_TAG = "rn50.role"  # "sweep" on a multirun's parent run
+SWEEP_ROLE = (ROLE_TAG, "sweep")
 HASH_TAG = "rn50.config_hash"
 
 
