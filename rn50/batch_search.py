@@ -25,14 +25,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Union
 
-from rn50.errors import Rn50Error
+from rn50.errors import Rn50Error, failure_kind
 from rn50.schema import AUTO_BATCH
 
 log = logging.getLogger("rn50")
 
 OOM = None
 """What a probe returns for a batch that does not fit (it may also raise the allocator's error)."""
-OOM_SIGNS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
 
 @dataclass
@@ -87,7 +86,7 @@ def is_oom(exc: BaseException) -> bool:
     """CUDA's OutOfMemoryError, MemoryError, or the CPU allocator's RuntimeError."""
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
         return True
-    return isinstance(exc, RuntimeError) and any(s in str(exc).lower() for s in OOM_SIGNS)
+    return isinstance(exc, RuntimeError) and failure_kind(str(exc)) == "oom"
 
 
 def snap(batch: float, multiple: int) -> int:
