@@ -12,7 +12,7 @@ import os
 
 import pytorch_lightning as pl
 
-from rn50.data import IMAGENET_MEAN, IMAGENET_STD, load_rgb
+from rn50.data import IMAGENET_MEAN, IMAGENET_STD, eval_resize, load_rgb
 from rn50.checks import MISSING_DALI
 from rn50.errors import Rn50Error
 
@@ -56,7 +56,7 @@ def shard_files(root: str, shard_id: int, num_shards: int, seed: int, batch_size
 
 class DaliData(pl.LightningDataModule):
     def __init__(self, root: str, batch_size: int, image_size: int, num_threads: int,
-                 channels_last: bool, fp16: bool, seed: int):
+                 channels_last: bool, fp16: bool, seed: int, validate: bool = False):
         super().__init__()
         try:
             import nvidia.dali  # noqa: F401
@@ -64,6 +64,7 @@ class DaliData(pl.LightningDataModule):
             raise Rn50Error(MISSING_DALI) from exc
         self.root, self.batch_size, self.image_size = root, batch_size, image_size
         self.num_threads, self.channels_last, self.fp16, self.seed = num_threads, channels_last, fp16, seed
+        self.validate = validate
 
     def _pipeline(self, device):
         from nvidia.dali import fn, pipeline_def, types
@@ -94,7 +95,58 @@ class DaliData(pl.LightningDataModule):
         return pipe
 
     def train_dataloader(self):
-        return self._batches(self._pipeline(self.trainer.strategy.root_device))
+        batches = self._batches(self._pipeline(self.trainer.strategy.root_device))
+        if not self.validate:
+            return batches
+        # train=accuracy counts epochs: each is one pass's worth of full global batches, cut
+        # from the endless stream (whose shards reshuffle as they go).
+        from nvidia.dali import fn, pipeline_def
+
+        @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+        def files():
+            return read_files(self.root, 0, 1, self.seed)[0]
+
+        counter = files()
+        counter.build()
+        steps = int(counter.epoch_size("Reader")) // (self.batch_size * self.trainer.world_size)
+        return EpochsOf(batches, steps)
+
+    def val_dataloader(self):
+        if not self.validate:
+            return []
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        pipe = self._eval_pipeline(self.trainer.strategy.root_device)
+        # PARTIAL: the shard's last batch is short, never topped up, so every image counts once.
+        it = DALIGenericIterator([pipe], ["images", "labels"], reader_name="Reader",
+                                 last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
+        return EvalBatches(it, self.channels_last)
+
+    def _eval_pipeline(self, device):
+        """root/val: resize the shorter side, center crop, normalize; DALI's shards are
+        contiguous, disjoint slices of the sorted file list, together the whole set."""
+        from nvidia.dali import fn, pipeline_def, types
+
+        gpu, rank = device.type == "cuda", self.trainer.global_rank
+
+        @pipeline_def(batch_size=self.batch_size, num_threads=self.num_threads,
+                      device_id=device.index if gpu else None, seed=self.seed)
+        def evaluate():
+            jpegs, labels = fn.readers.file(file_root=os.path.join(self.root, "val"), shard_id=rank,
+                                            num_shards=self.trainer.world_size, name="Reader",
+                                            random_shuffle=False, pad_last_batch=False, stick_to_shard=True)
+            images = fn.decoders.image(jpegs, device="mixed" if gpu else "cpu", output_type=types.RGB)
+            images = fn.resize(images, resize_shorter=eval_resize(self.image_size), interp_type=types.INTERP_LINEAR)
+            images = fn.crop_mirror_normalize(
+                images, crop=(self.image_size, self.image_size), mean=MEAN, std=STD,
+                dtype=types.FLOAT16 if self.fp16 else types.FLOAT,
+                output_layout="HWC" if self.channels_last else "CHW")
+            labels = fn.reshape(fn.cast(labels.gpu() if gpu else labels, dtype=types.INT64), shape=[])
+            return images, labels
+
+        pipe = evaluate()
+        pipe.build()
+        return pipe
 
     def _batches(self, pipe):
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
@@ -128,6 +180,32 @@ class DaliData(pl.LightningDataModule):
         named = ", ".join(sorted(set(bad))) if bad else "one of " + ", ".join(files)
         reason = str(exc).split("encountered:")[-1].strip().splitlines()[0]
         raise Rn50Error(f"DALI cannot decode {named} ({reason})") from exc
+
+
+class EpochsOf:
+    """`steps` batches of an endless stream per iteration: an epoch Lightning can count."""
+
+    def __init__(self, stream, steps: int):
+        self.stream, self.steps = stream, steps
+
+    def __len__(self):
+        return self.steps
+
+    def __iter__(self):
+        for _ in range(self.steps):
+            yield next(self.stream)
+
+
+class EvalBatches:
+    """One pass over the validation shard per iteration, as (images, labels) in the model's layout."""
+
+    def __init__(self, it, channels_last: bool):
+        self.it, self.channels_last = it, channels_last
+
+    def __iter__(self):
+        for [out] in self.it:
+            images = out["images"]
+            yield (images.permute(0, 3, 1, 2) if self.channels_last else images), out["labels"]
 
 
 def _decodes(path: str) -> bool:

@@ -6,10 +6,11 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader, DistributedSampler, Subset
 from torchvision import datasets, transforms
 
-from rn50.schema import DataName, PrecisionName
+from rn50.accuracy import shard
+from rn50.schema import DataName, PrecisionName, TrainName
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -42,14 +43,29 @@ def load_rgb(path: str) -> Image.Image:
         raise RuntimeError(f"corrupt image {path}: {exc}") from None
 
 
+def eval_resize(image_size: int) -> int:
+    """The shorter side validation images are resized to before the center crop: 256 for 224."""
+    return round(image_size * 256 / 224)
+
+
 class ImageFolderData(pl.LightningDataModule):
-    """torchvision ImageFolder on root/train, decoded by DataLoader workers, one shard per rank."""
+    """torchvision ImageFolder on root/train, decoded by DataLoader workers, one shard per rank.
+
+    validate=True (train=accuracy) adds root/val, resized and center-cropped, each image on
+    exactly one rank; its training workers then start afresh every epoch, so that augmentation
+    depends on the epoch's seed alone and a resumed run draws what an uninterrupted one would."""
 
     def __init__(self, root: str, batch_size: int, image_size: int, num_workers: int,
-                 channels_last: bool, seed: int):
+                 channels_last: bool, seed: int, validate: bool = False):
         super().__init__()
         self.root, self.batch_size, self.num_workers = Path(root), batch_size, num_workers
-        self.channels_last, self.seed = channels_last, seed
+        self.channels_last, self.seed, self.validate = channels_last, seed, validate
+        self.eval_transform = transforms.Compose([
+            transforms.Resize(eval_resize(image_size)),
+            transforms.CenterCrop(image_size),
+            transforms.ToTensor(),
+            transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ])
         self.transform = transforms.Compose([
             transforms.RandomResizedCrop(image_size),
             transforms.RandomHorizontalFlip(),
@@ -63,7 +79,15 @@ class ImageFolderData(pl.LightningDataModule):
                                      rank=self.trainer.global_rank, seed=self.seed, drop_last=True)
         return DataLoader(dataset, self.batch_size, sampler=sampler, num_workers=self.num_workers,
                           pin_memory=self.trainer.strategy.root_device.type == "cuda",
-                          persistent_workers=True, drop_last=True)
+                          persistent_workers=not self.validate, drop_last=True)
+
+    def val_dataloader(self):
+        if not self.validate:
+            return []
+        dataset = datasets.ImageFolder(self.root / "val", self.eval_transform, loader=load_rgb)
+        mine = Subset(dataset, shard(len(dataset), self.trainer.global_rank, self.trainer.world_size))
+        return DataLoader(mine, self.batch_size, shuffle=False, num_workers=self.num_workers,
+                          pin_memory=self.trainer.strategy.root_device.type == "cuda", drop_last=False)
 
     def on_after_batch_transfer(self, batch, dataloader_idx):
         images, labels = batch
@@ -76,9 +100,12 @@ def build(cfg) -> pl.LightningDataModule:
     d = cfg.data
     if d.name == DataName.synthetic:
         return SyntheticData(d.batch_size, d.image_size, cfg.model.num_classes, cfg.model.channels_last, cfg.seed)
+    validate = cfg.train.name == TrainName.accuracy
     if d.name == DataName.imagefolder:
-        return ImageFolderData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, cfg.seed)
+        return ImageFolderData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, cfg.seed,
+                               validate)
     from rn50.dali import DaliData
 
     fp16 = cfg.precision.name in (PrecisionName.amp, PrecisionName.amp_static)
-    return DaliData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, fp16, cfg.seed)
+    return DaliData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, fp16, cfg.seed,
+                    validate)
