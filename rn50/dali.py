@@ -100,7 +100,11 @@ class DaliData(pl.LightningDataModule):
             return batches
         # train=accuracy counts epochs: each is one pass's worth of full global batches, cut
         # from the endless stream (whose shards reshuffle as they go).
-        from nvidia.dali import fn, pipeline_def
+        return EpochsOf(batches, self.steps_per_epoch(self.trainer.world_size))
+
+    def steps_per_epoch(self, world: int) -> int:
+        """Full global batches in one pass over root/train, as DALI's reader counts the files."""
+        from nvidia.dali import pipeline_def
 
         @pipeline_def(batch_size=1, num_threads=1, device_id=None)
         def files():
@@ -108,8 +112,7 @@ class DaliData(pl.LightningDataModule):
 
         counter = files()
         counter.build()
-        steps = int(counter.epoch_size("Reader")) // (self.batch_size * self.trainer.world_size)
-        return EpochsOf(batches, steps)
+        return int(counter.epoch_size("Reader")) // (self.batch_size * world)
 
     def val_dataloader(self):
         if not self.validate:

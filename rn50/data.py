@@ -1,5 +1,6 @@
 """Input pipelines: synthetic (a batch kept on the device), imagefolder (torchvision), dali (rn50/dali.py)."""
 
+import functools
 import itertools
 from pathlib import Path
 
@@ -73,13 +74,35 @@ class ImageFolderData(pl.LightningDataModule):
             transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
         ])
 
+    @functools.cached_property
+    def train_set(self) -> datasets.ImageFolder:
+        return datasets.ImageFolder(self.root / "train", self.transform, loader=load_rgb)
+
+    def steps_per_epoch(self, world: int) -> int:
+        """Full batches per rank in an epoch: DistributedSampler and DataLoader both drop the rest."""
+        return len(self.train_set) // world // self.batch_size
+
     def train_dataloader(self):
-        dataset = datasets.ImageFolder(self.root / "train", self.transform, loader=load_rgb)
+        dataset = self.train_set
         sampler = DistributedSampler(dataset, num_replicas=self.trainer.world_size,
                                      rank=self.trainer.global_rank, seed=self.seed, drop_last=True)
+        generator = None
+        if self.validate:
+            # Lightning draws the first epoch's order and worker seeds before it sets the sampler's
+            # epoch (and before current_epoch counts a resumed run's epochs): a resumed run's first
+            # epoch is not 0, so both are set for it here, from the count Lightning's sampler uses.
+            epoch = self.trainer.fit_loop.epoch_progress.current.processed
+            sampler.set_epoch(epoch)
+            generator = self.generator = torch.Generator()
+            self.seed_epoch(epoch)
         return DataLoader(dataset, self.batch_size, sampler=sampler, num_workers=self.num_workers,
                           pin_memory=self.trainer.strategy.root_device.type == "cuda",
-                          persistent_workers=not self.validate, drop_last=True)
+                          persistent_workers=not self.validate, drop_last=True, generator=generator)
+
+    def seed_epoch(self, epoch: int) -> None:
+        """validate=True: the seed the epoch's DataLoader workers derive their augmentation from,
+        a function of (seed, epoch, rank) alone; rn50/training.py calls it as each epoch starts."""
+        self.generator.manual_seed(self.seed * 1_000_003 + epoch * 1009 + self.trainer.global_rank)
 
     def val_dataloader(self):
         if not self.validate:

@@ -38,9 +38,9 @@ class AccuracyModule(ResNetModule):
     The training loss is summed on the device (no sync per step); `epoch_loss` and `evaluation`
     hold what the last epoch and evaluation gave, reduced over every rank."""
 
-    def __init__(self, model_cfg, optim_cfg, train_cfg, global_batch: int, fused: bool):
+    def __init__(self, model_cfg, optim_cfg, train_cfg, global_batch: int, steps_per_epoch: int, fused: bool):
         super().__init__(model_cfg, optim_cfg, fused)
-        self.train_cfg, self.global_batch = train_cfg, global_batch
+        self.train_cfg, self.global_batch, self.steps_per_epoch = train_cfg, global_batch, steps_per_epoch
         self.criterion = nn.CrossEntropyLoss(label_smoothing=train_cfg.label_smoothing)
         self._loss_sum: Optional[torch.Tensor] = None
         self._counts: Optional[torch.Tensor] = None
@@ -74,7 +74,8 @@ class AccuracyModule(ResNetModule):
     def configure_optimizers(self):
         lr = schedule.scaled_lr(self.optim_cfg.lr, self.global_batch)
         optimizer = build_optimizer(self.net, self.optim_cfg, lr, self.fused)
-        steps = self.trainer.estimated_stepping_batches
-        sched = schedule.scheduler(optimizer, steps // self.train_cfg.epochs, self.train_cfg.lr_warmup_epochs,
+        # Not Lightning's estimated_stepping_batches: it builds the training iterator before a
+        # resumed run's epoch is restored, and that epoch would replay the first one's data.
+        sched = schedule.scheduler(optimizer, self.steps_per_epoch, self.train_cfg.lr_warmup_epochs,
                                    self.train_cfg.epochs)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

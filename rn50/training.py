@@ -28,7 +28,8 @@ EPOCHS_FILE = "epochs.jsonl"  # one line per finished epoch, as the launcher log
 class EpochRecord(pl.Callback):
     """Times, losses and accuracies of every epoch, kept in checkpoints so a resumed run carries
     the epochs it did not run itself. Also reseeds every epoch from (seed, epoch, rank): data
-    order and augmentation then do not depend on how many epochs this process has run."""
+    order and augmentation then do not depend on how many epochs this process has run, and a
+    resumed run trains as an uninterrupted one would."""
 
     def __init__(self, seed: int, epochs: int, eval_every: int, target_top1: float, global_batch: int, out: Path):
         self.seed, self.epochs, self.eval_every, self.target = seed, epochs, eval_every, target_top1
@@ -50,6 +51,8 @@ class EpochRecord(pl.Callback):
     def on_train_epoch_start(self, trainer, pl_module):
         epoch = trainer.current_epoch
         pl.seed_everything(self.seed + 100_003 * (epoch + 1) + trainer.global_rank, verbose=False)
+        if hasattr(trainer.datamodule, "seed_epoch"):  # imagefolder's workers: before the epoch's iterator
+            trainer.datamodule.seed_epoch(epoch)
         # Lightning validates every n epochs; the last epoch is evaluated too, whatever n.
         trainer.check_val_every_n_epoch = 1 if epoch == self.epochs - 1 else self.eval_every
         pl_module.evaluation = None
@@ -114,17 +117,20 @@ def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     world = cfg.dist.nodes * cfg.dist.gpus_per_node
     global_batch = cfg.data.batch_size * world
     fused = cfg.optim.fused if cfg.optim.fused is not None else device_type == "cuda"
-    model = AccuracyModule(cfg.model, cfg.optim, cfg.train, global_batch, fused)
+    datamodule = data.build(cfg)
+    model = AccuracyModule(cfg.model, cfg.optim, cfg.train, global_batch, datamodule.steps_per_epoch(world), fused)
     t = cfg.train
     record = EpochRecord(cfg.seed, t.epochs, t.eval_every_epochs, t.target_top1, global_batch, out)
-    checkpoints = ModelCheckpoint(dirpath=out / resume.CHECKPOINT_DIR, save_last=True, save_top_k=0,
-                                  save_on_train_epoch_end=True)
+    # One file, replaced every epoch (Lightning writes it whole, then renames it into place).
+    # save_on_train_epoch_end: after validation and after EpochRecord closed the epoch.
+    checkpoints = ModelCheckpoint(dirpath=out / resume.CHECKPOINT_DIR, filename=Path(resume.LAST).stem,
+                                  save_top_k=1, enable_version_counter=False, save_on_train_epoch_end=True)
     trainer = pl.Trainer(**trainer_args(cfg, device_type, out, requeue=True),
                          max_epochs=t.epochs, check_val_every_n_epoch=t.eval_every_epochs,
                          callbacks=[record, EpochProgress(t.epochs, record), checkpoints],
                          enable_checkpointing=True)
     skip_sigterm_broadcast(trainer)
-    trainer.fit(model, datamodule=data.build(cfg), ckpt_path=checkpoint_to_load(cfg, out))
+    trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint_to_load(cfg, out))
     if not trainer.is_global_zero:
         return None
     zero = RankResult(rank=0, node_rank=trainer.node_rank, local_rank=trainer.local_rank,
