@@ -76,6 +76,7 @@ class EpochRecord(pl.Callback):
                "time/epoch_s": now - self._started, "time/elapsed_s": self.elapsed_s + now - self._started}
         if pl_module.evaluation is not None:
             row["val/top1"], row["val/top5"] = pl_module.evaluation["top1"], pl_module.evaluation["top5"]
+            row["val/images"] = pl_module.evaluation["images"]  # every rank's, each image once
             if self.to_target_s is None and row["val/top1"] >= self.target:
                 self.to_target_s = row["time/elapsed_s"]
         self.history.append(row)
@@ -88,6 +89,7 @@ class EpochRecord(pl.Callback):
         metrics = {"time/train_s": self.elapsed_s, "train/epochs": float(len(self.history))}
         if tops:
             metrics["val/best_top1"] = max(tops)
+            metrics["val/images"] = [r["val/images"] for r in self.history if "val/images" in r][-1]
         if self.to_target_s is not None:
             metrics["time/to_target_s"] = self.to_target_s
         return metrics

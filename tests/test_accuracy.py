@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import ROOT, _empty_store, make_tree, rn50, runs_in
-from rn50 import accuracy, launch, resume, schedule, tracking
+from rn50 import accuracy, launch, report, resume, schedule, tracking
 from rn50.errors import ConfigError
 
 # resnet18 at 32 px on 1,437 training digits, fp32, NCHW (channels_last is ~4x slower on CPUs):
@@ -192,3 +192,10 @@ def test_digits_reach_the_target_and_a_killed_run_resumes_to_the_same_result(tmp
     assert first.data.metrics["val/best_top1"] == second.data.metrics["val/best_top1"]
     summary = json.loads((tmp_path / "parts" / "summary.json").read_text())
     assert summary["val/best_top1"] == second.data.metrics["val/best_top1"]
+    assert second.data.metrics["val/images"] == 360  # 1,797 digits, every 5th held out
+
+    rows = report.collect(f"sqlite:///{tmp_path / 'mlflow.db'}", experiment="rn50")
+    assert "| best top-1 % | time to target s | train s | epochs | status |" in report.markdown(rows)
+    files = report.write(rows, tmp_path / "report")
+    assert [f.name for f in files if f.suffix == ".png"] == ["top1_vs_time.png"]
+    assert [len(r["top1_curve"]) for r in rows] == [8, 8]
