@@ -32,6 +32,16 @@ class Interrupted(KeyboardInterrupt):
         self.note = ""
 
 
+class Requeued(SystemExit):
+    """A train=accuracy SLURM job that Lightning checkpointed and requeued is being stopped by
+    SLURM: its run stays open for the job's next start, and submitit records no result (it
+    writes none for a SystemExit), so the submitting host keeps waiting for that start."""
+
+    def __init__(self, checkpoint: str):
+        super().__init__(0)
+        self.checkpoint = checkpoint
+
+
 OOM_SIGNS = ("outofmemoryerror", "out of memory", "can't allocate memory", "cannot allocate memory")
 
 

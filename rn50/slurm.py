@@ -19,11 +19,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from rn50 import tracking
 from rn50.errors import ConfigError
-from rn50.schema import Accelerator, dist_name, run_name
+from rn50.schema import Accelerator, TrainName, dist_name, run_name
 from rn50.sweep import PARENT_ENV
 
 log = logging.getLogger("rn50")
 SUBMITIT_GENERIC = set(OmegaConf.structured(BaseQueueConf).keys())
+# train=accuracy: seconds before the time limit at which SLURM sends USR1 (rank.REQUEUE_SIGNAL);
+# an epoch-end checkpoint of ResNet-50 takes seconds, so this leaves room for a slow file system.
+REQUEUE_S = 120
 
 
 def resources(cfg: DictConfig, launcher_params: Dict[str, Any]) -> Dict[str, Any]:
@@ -41,6 +44,11 @@ def resources(cfg: DictConfig, launcher_params: Dict[str, Any]) -> Dict[str, Any
         # One failed rank ends the job, instead of the others waiting in a collective.
         srun_args=params.get("srun_args") or ["--kill-on-bad-exit=1"],
     )
+    if cfg.train.name == TrainName.accuracy:
+        # SLURM signals the tasks REQUEUE_S before the time limit; Lightning's SLURM environment
+        # (rn50/rank.py) saves a checkpoint and requeues the job, which resumes in the same run.
+        params["additional_parameters"] = {"signal": f"USR1@{REQUEUE_S}", "requeue": True,
+                                           **params["additional_parameters"]}
     for key in ("cpus_per_task", "partition", "account", "qos"):
         if c[key] is not None:
             params[key] = c[key]

@@ -13,7 +13,7 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from rn50.errors import ConfigError, Rn50Error, RunFailed
+from rn50.errors import ConfigError, Requeued, Rn50Error, RunFailed
 
 # MLflow's HTTP client retries for minutes by default; an unreachable server should fail fast.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -178,7 +178,8 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str],
 
     FINISHED when the block returns; FAILED with `failure` (the RunFailed's kind, `config`
     for a config that cannot run, `stopped` for a rank that torchrun or srun stopped, else
-    `error`) and a one-line `error` tag; KILLED on Ctrl-C or SIGTERM to the launcher.
+    `error`) and a one-line `error` tag; KILLED on Ctrl-C or SIGTERM to the launcher; still
+    RUNNING, tagged requeued, when SLURM requeued its job (train=accuracy resumes it).
     """
     uri = cfg.mlflow.tracking_uri
     if continue_run_id:
@@ -188,6 +189,11 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str],
         run_id = start_run(cfg, run_name, tags, parent_run_id)
     try:
         yield run_id
+    except Requeued:  # SLURM starts the job again, and it goes on with this run
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(uri).set_tag(run_id, "requeued", "true")
+        raise
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM to the launcher (Interrupted)
         end_run(uri, run_id, ok=False, killed=True)
         exc.note = f"run {run_id} marked KILLED"

@@ -17,6 +17,7 @@ import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from rn50 import data, environment, precision, resume
+from rn50.errors import Requeued
 from rn50.progress import EpochProgress
 from rn50.recipe import AccuracyModule
 from rn50.results import RankResult
@@ -47,6 +48,9 @@ class EpochRecord(pl.Callback):
     @property
     def elapsed_s(self) -> float:
         return self.history[-1]["time/elapsed_s"] if self.history else 0.0
+
+    def on_train_start(self, trainer, pl_module):
+        self._started = time.perf_counter()
 
     def on_train_epoch_start(self, trainer, pl_module):
         epoch = trainer.current_epoch
@@ -101,10 +105,18 @@ class EpochRecord(pl.Callback):
 
 
 def checkpoint_to_load(cfg, out: Path) -> Optional[str]:
-    """Where fit() starts: None for a fresh run, or when Lightning itself takes the newest
-    hpc_ckpt_N.ckpt of a requeued SLURM job (mid-epoch, newer than last.ckpt); else last.ckpt."""
-    if not resume.wanted(cfg) or (resume.requeued() and resume.hpc_checkpoint(out)):
+    """Where fit() starts: last.ckpt when resuming, else None (a fresh start).
+
+    A requeued SLURM job also resumes from last.ckpt, the end of its last whole epoch, not from
+    the mid-epoch hpc_ckpt_N.ckpt that Lightning saved on the signal: a DataLoader cannot skip
+    the batches that epoch already saw, and only an epoch-end resume gives the uninterrupted
+    run's result. Those files are removed, or Lightning would load them by itself (ckpt_path=None
+    on SLURM); they served as this job's sign of a requeue (Requeued)."""
+    if not resume.wanted(cfg):
         return None
+    if resume.requeued():
+        for stale in Path(out).glob("hpc_ckpt_*.ckpt"):
+            stale.unlink(missing_ok=True)  # every rank tries; one removes it
     last = resume.last_checkpoint(out)
     return str(last) if last else None
 
@@ -132,7 +144,16 @@ def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
                          callbacks=[record, EpochProgress(t.epochs, record), checkpoints],
                          enable_checkpointing=True)
     skip_sigterm_broadcast(trainer)
-    trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint_to_load(cfg, out))
+    fit_started = time.time()
+    try:
+        trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint_to_load(cfg, out))
+    except BaseException:
+        # SLURM stops a job it requeues (SIGTERM, then SIGKILL): whatever that broke (a DataLoader
+        # worker, a collective) is no failure once Lightning saved its requeue checkpoint.
+        saved = resume.hpc_checkpoint(out)
+        if saved is not None and saved.stat().st_mtime >= fit_started:
+            raise Requeued(str(saved)) from None
+        raise
     if not trainer.is_global_zero:
         return None
     zero = RankResult(rank=0, node_rank=trainer.node_rank, local_rank=trainer.local_rank,

@@ -199,3 +199,38 @@ def test_digits_reach_the_target_and_a_killed_run_resumes_to_the_same_result(tmp
     files = report.write(rows, tmp_path / "report")
     assert [f.name for f in files if f.suffix == ".png"] == ["top1_vs_time.png"]
     assert [len(r["top1_curve"]) for r in rows] == [8, 8]
+
+
+@pytest.mark.slow
+def test_slurm_requeues_a_signalled_job_into_the_same_run(slurm_cluster, tmp_path):
+    """USR1 (what SLURM sends ahead of a time limit, here by scancel) makes Lightning checkpoint
+    and requeue the job; it comes back, resumes, and finishes the same MLflow run."""
+    digits = write_digits(tmp_path / "digits")
+    (tmp_path / "mlflow.db").write_bytes(_empty_store().read_bytes())
+    env = {**slurm_cluster.env, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "rn50", "cluster=slurm", *DIGITS_RUN, f"data.root={digits}",
+                             "train.epochs=2", "hydra.sweep.dir=sweep"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = tmp_path / "sweep" / "0"
+    while not (out / "checkpoints" / "last.ckpt").exists():  # epoch 1 is done
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        time.sleep(0.2)
+    (job,) = subprocess.run(["squeue", "--noheader", "--format=%i"], env=env, capture_output=True,
+                            text=True).stdout.split()
+    subprocess.run(["scancel", "--signal=USR1", job], env=env, check=True)
+    # slurmctld holds a requeued job for minutes (its BeginTime); let it start again at once.
+    while proc.poll() is None:
+        state = subprocess.run(["squeue", "--noheader", "--format=%T %r", f"--jobs={job}"], env=env,
+                               capture_output=True, text=True).stdout
+        if "BeginTime" in state:
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, check=True)
+            break
+        time.sleep(0.5)
+    output = proc.communicate(timeout=240)[0]
+    assert proc.returncode == 0, output[-3000:]
+    (run,) = runs_in(tmp_path)
+    assert run.info.status == "FINISHED" and run.data.tags["resumed"] == "true"
+    assert run.data.tags["slurm_job_id"] == job
+    client = tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "val/top1"))
+    assert steps == [1, 2]

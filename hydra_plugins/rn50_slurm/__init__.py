@@ -57,7 +57,8 @@ class SlurmLauncher(SubmititSlurmLauncher):
         return [self._wait(job, cfg, overrides, submitted_ms) for job, cfg, overrides in zip(jobs, configs, job_overrides)]
 
     def checkpoint(self, *args, **kwargs) -> None:
-        """No requeue on preemption or time-out: a benchmark is not resumed (submitit asks this)."""
+        """No requeue by submitit on preemption or time-out (submitit asks this): a benchmark is not
+        resumed, and a train=accuracy job is requeued by Lightning, on USR1 (rn50/slurm.py)."""
         return None
 
     def _wait(self, job, cfg: DictConfig, overrides, submitted_ms: int) -> JobReturn:
