@@ -105,8 +105,13 @@ def point_line(index: int, total: int, summary: Mapping[str, Any]) -> str:
     parts = [str(summary[k]) for k in ("arch", "precision", "dist") if summary.get(k) is not None]
     if summary.get("batch_size") is not None:
         parts.append(f"bs{summary['batch_size']}")
-    throughput = summary.get("throughput/images_per_sec")
-    result = rate_text(throughput) if throughput is not None else f"failed ({summary.get('failure') or 'error'})"
+    throughput, top1 = summary.get("throughput/images_per_sec"), summary.get("val/best_top1")
+    if throughput is not None:
+        result = rate_text(throughput)
+    elif top1 is not None:  # a train=accuracy point
+        result = f"best top-1 {100 * top1:.2f}%"
+    else:
+        result = f"failed ({summary.get('failure') or 'error'})"
     return f"[{index}/{total}] {' '.join(parts)}: {result}"
 
 
