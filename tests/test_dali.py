@@ -141,3 +141,16 @@ def test_missing_dali_is_one_line_naming_the_extras(monkeypatch):
     assert "\n" not in message and 'pip install -e ".[dali-cuda130]"' in message
     assert all(extra in message for extra in ("dali-cuda110", "dali-cuda120", "dali-cuda130"))
     assert "pick the one matching your CUDA major version" in message
+
+
+def test_bare_loop_takes_dali_batches(tree, capsys):
+    from rn50 import baseline
+
+    common = ["--arch", "resnet18", "--precision", "fp32", "--batch-size", str(BATCH), "--image-size", str(SIZE),
+              "--warmup-steps", "1", "--steps", "2", "--data-root", str(tree), "--dali", "num_threads=1"]
+    for extra in ([], ["--decode-only"]):
+        result = baseline.main([*common, *extra])
+        assert result["images_per_sec"] > 0 and result["data_root"] == str(tree)
+    with pytest.raises(SystemExit):
+        baseline.main([*common, "--dali", "prefetch_queue_depth=0"])
+    assert "rn50.baseline: error: data.dali.prefetch_queue_depth=0 is out of range" in capsys.readouterr().err
