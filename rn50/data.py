@@ -6,10 +6,10 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader, DistributedSampler, Sampler
 from torchvision import datasets, transforms
 
-from rn50.schema import DataName, PrecisionName
+from rn50.schema import DaliDtype, DataName, PrecisionName
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -42,14 +42,30 @@ def load_rgb(path: str) -> Image.Image:
         raise RuntimeError(f"corrupt image {path}: {exc}") from None
 
 
+class Endless(Sampler):
+    """A DistributedSampler's epochs one after another: the DataLoader never runs out, so its
+    workers keep decoding ahead across epoch ends instead of idling until the next epoch's
+    indices arrive (a stall at every epoch end of a small data set)."""
+
+    def __init__(self, sampler: DistributedSampler):
+        self.sampler = sampler
+
+    def __iter__(self):
+        for epoch in itertools.count():
+            self.sampler.set_epoch(epoch)  # what Lightning does at each epoch's start
+            yield from self.sampler
+
+
 class ImageFolderData(pl.LightningDataModule):
-    """torchvision ImageFolder on root/train, decoded by DataLoader workers, one shard per rank."""
+    """torchvision ImageFolder on root/train, decoded by DataLoader workers, one shard per rank.
+    endless: one stream of batches across epochs (Lightning never ends an epoch); otherwise a
+    plain DataLoader, one pass per epoch."""
 
     def __init__(self, root: str, batch_size: int, image_size: int, num_workers: int,
-                 channels_last: bool, seed: int):
+                 channels_last: bool, seed: int, endless: bool = False):
         super().__init__()
         self.root, self.batch_size, self.num_workers = Path(root), batch_size, num_workers
-        self.channels_last, self.seed = channels_last, seed
+        self.channels_last, self.seed, self.endless = channels_last, seed, endless
         self.transform = transforms.Compose([
             transforms.RandomResizedCrop(image_size),
             transforms.RandomHorizontalFlip(),
@@ -61,7 +77,10 @@ class ImageFolderData(pl.LightningDataModule):
         dataset = datasets.ImageFolder(self.root / "train", self.transform, loader=load_rgb)
         sampler = DistributedSampler(dataset, num_replicas=self.trainer.world_size,
                                      rank=self.trainer.global_rank, seed=self.seed, drop_last=True)
-        return DataLoader(dataset, self.batch_size, sampler=sampler, num_workers=self.num_workers,
+        # Endless: a sampler without len() makes a DataLoader without one, which Lightning runs
+        # as one epoch that never ends.
+        return DataLoader(dataset, self.batch_size, sampler=Endless(sampler) if self.endless else sampler,
+                          num_workers=self.num_workers,
                           pin_memory=self.trainer.strategy.root_device.type == "cuda",
                           persistent_workers=True, drop_last=True)
 
@@ -72,13 +91,19 @@ class ImageFolderData(pl.LightningDataModule):
         return images, labels
 
 
-def build(cfg) -> pl.LightningDataModule:
+def build(cfg, endless: bool = True) -> pl.LightningDataModule:
+    """The run's data module. endless (throughput runs): real data streams on across its epochs,
+    so a data set smaller than the measured window never stalls at an epoch end."""
     d = cfg.data
     if d.name == DataName.synthetic:
         return SyntheticData(d.batch_size, d.image_size, cfg.model.num_classes, cfg.model.channels_last, cfg.seed)
     if d.name == DataName.imagefolder:
-        return ImageFolderData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, cfg.seed)
+        return ImageFolderData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, cfg.seed,
+                               endless=endless)
     from rn50.dali import DaliData
 
-    fp16 = cfg.precision.name in (PrecisionName.amp, PrecisionName.amp_static)
-    return DaliData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, fp16, cfg.seed)
+    fp16 = d.dali.output_dtype == DaliDtype.float16 or (
+        d.dali.output_dtype == DaliDtype.auto and cfg.precision.name in (PrecisionName.amp, PrecisionName.amp_static))
+    threads = d.dali.num_threads if d.dali.num_threads is not None else d.num_workers
+    return DaliData(d.root, d.batch_size, d.image_size, threads, cfg.model.channels_last, fp16, cfg.seed,
+                    options=d.dali, endless=endless)
