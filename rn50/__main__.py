@@ -21,11 +21,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import STARTED, console, launch, pool, results, schema, tracking
+from rn50 import STARTED, console, launch, pool, results, resume, schema, tracking
 from rn50.config_dir import config_dir
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, Interrupted, reported
-from rn50.schema import ClusterName
+from rn50.schema import ClusterName, TrainName
 from rn50.sweep import PARENT_ENV, URI_ENV
 
 log = logging.getLogger("rn50")
@@ -54,6 +54,8 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
     tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed
     try:
         launch.preflight(cfg)
+        params = tracking.config_params(cfg)
+        continued = resume.run_to_continue(cfg, out, params)  # train.resume, or a requeued SLURM job
         tracking.check_reachable(cfg.mlflow.tracking_uri, open_store=False)
     except ConfigError as exc:
         if parent and rank == 0:  # a sweep point that cannot run is still a row of the report
@@ -71,14 +73,19 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
     (out / "resolved_config.yaml").write_text(config_yaml)
     with launch.started(cfg, config_yaml, out) as ranks_done:  # the ranks start while MLflow opens the run
         tracking.check_reachable(cfg.mlflow.tracking_uri)  # the store itself: MLflow's import and schema
-        with tracking.record(cfg, name, tags, parent) as run_id:
+        with tracking.record(cfg, name, tags, parent, continue_run_id=continued) as run_id:
+            training = cfg.train.name == TrainName.accuracy
+            if training:  # what a later train.resume=true, or SLURM's requeue, goes on from
+                resume.remember(out, run_id, params)
             ranks = ranks_done()
             with tracking.failing_as_run():  # a fault of this process after the ranks is the run's failure
-                record = results.summarize(cfg, ranks, started, time.time())
+                summarize = results.summarize_training if training else results.summarize
+                record = summarize(cfg, ranks, started, time.time())
                 files = results.write_files(record, ranks, out, run_id, cfg)
                 tracking.log_results(cfg.mlflow.tracking_uri, run_id, record.metrics, record.tags,
                                      record.series, [str(out / "resolved_config.yaml"), *files])
-    log.info("%s; MLflow run %s", results.headline(name, record.metrics), run_id)
+    log.info("%s; MLflow run %s", (results.training_headline if training else results.headline)(name, record.metrics),
+             run_id)
     if not parent:  # a sweep prints where its results are once, at its end
         uri = cfg.mlflow.tracking_uri
         print(tracking.ui_hint(uri, tracking.experiment_of(uri, run_id), output_dir=str(out)))

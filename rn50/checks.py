@@ -34,3 +34,27 @@ def count_train_images(root: str, global_batch: int) -> int:
             f"{global_batch}; lower data.batch_size or add images"
         )
     return images
+
+
+def check_val_tree(root: str, world: int, num_classes: int) -> int:
+    """train=accuracy: root/val/<class>/ with train/'s classes, at least one image per rank
+    (each rank evaluates its own slice), and no more classes than the model has outputs."""
+    val, train = Path(root) / "val", Path(root) / "train"
+    if not val.is_dir():
+        raise ConfigError(f"data.root={root} has no val/ folder; train=accuracy evaluates on val/<class>/*.JPEG "
+                          "with the same class folders as train/")
+    names = {split: sorted(d.name for d in os.scandir(split) if d.is_dir()) for split in (train, val)}
+    if names[train] != names[val]:
+        missing, extra = sorted(set(names[train]) - set(names[val])), sorted(set(names[val]) - set(names[train]))
+        what = "; ".join(filter(None, [f"missing in val/: {', '.join(missing[:3])}" if missing else "",
+                                       f"not in train/: {', '.join(extra[:3])}" if extra else ""]))
+        raise ConfigError(f"data.root={root}: val/ classes differ from train/ ({what}); labels are the sorted "
+                          "class folder names, so both need the same folders")
+    if len(names[train]) > num_classes:
+        raise ConfigError(f"model.num_classes={num_classes} is out of range: data.root={root} has "
+                          f"{len(names[train])} classes; use model.num_classes={len(names[train])} or more")
+    images = sum(1 for _, _, files in os.walk(val) for f in files if f.lower().endswith(IMAGE_EXTENSIONS))
+    if images < world:
+        raise ConfigError(f"data.root={root}: val/ has {images} images, fewer than the {world} ranks that "
+                          "each evaluate a slice of it; add images or use fewer processes")
+    return images

@@ -14,7 +14,7 @@ from typing import Optional
 
 import pytorch_lightning as pl
 
-from rn50.data import IMAGENET_MEAN, IMAGENET_STD, load_rgb
+from rn50.data import IMAGENET_MEAN, IMAGENET_STD, eval_resize, load_rgb
 from rn50.checks import MISSING_DALI
 from rn50.errors import Rn50Error
 from rn50.schema import DaliConfig
@@ -66,7 +66,7 @@ class DaliData(pl.LightningDataModule):
 
     def __init__(self, root: str, batch_size: int, image_size: int, num_threads: int,
                  channels_last: bool, fp16: bool, seed: int, options: Optional[DaliConfig] = None,
-                 endless: bool = False):
+                 endless: bool = False, validate: bool = False):
         super().__init__()
         try:
             import nvidia.dali  # noqa: F401
@@ -74,7 +74,8 @@ class DaliData(pl.LightningDataModule):
             raise Rn50Error(MISSING_DALI) from exc
         self.root, self.batch_size, self.image_size = root, batch_size, image_size
         self.num_threads, self.channels_last, self.fp16, self.seed = num_threads, channels_last, fp16, seed
-        self.options, self.endless = options or DaliConfig(), endless
+        # validate (train=accuracy): epochs are cut from the endless stream (EpochsOf).
+        self.options, self.endless, self.validate = options or DaliConfig(), endless or validate, validate
 
     def _pipeline(self, device, rank: int, world: int):
         from nvidia.dali import fn, pipeline_def, types
@@ -120,8 +121,61 @@ class DaliData(pl.LightningDataModule):
     def train_dataloader(self):
         t = self.trainer
         loader = self.loader(t.strategy.root_device, t.global_rank, t.world_size)
+        if self.validate:
+            # train=accuracy counts epochs: each is one pass's worth of full global batches, cut
+            # from the endless stream (whose shards reshuffle as they go).
+            return EpochsOf(iter(loader), self.steps_per_epoch(t.world_size))
         # A generator has no len(): Lightning runs it as one epoch that never ends.
         return iter(loader) if self.endless else loader
+
+    def steps_per_epoch(self, world: int) -> int:
+        """Full global batches in one pass over root/train, as DALI's reader counts the files."""
+        from nvidia.dali import pipeline_def
+
+        @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+        def files():
+            return read_files(self.root, 0, 1, self.seed)[0]
+
+        counter = files()
+        counter.build()
+        return int(counter.epoch_size("Reader")) // (self.batch_size * world)
+
+    def val_dataloader(self):
+        if not self.validate:
+            return []
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        pipe = self._eval_pipeline(self.trainer.strategy.root_device)
+        # PARTIAL: the shard's last batch is short, never topped up, so every image counts once.
+        it = DALIGenericIterator([pipe], ["images", "labels"], reader_name="Reader",
+                                 last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
+        return EvalBatches(it, self.channels_last)
+
+    def _eval_pipeline(self, device):
+        """root/val: resize the shorter side, center crop, normalize; DALI's shards are
+        contiguous, disjoint slices of the sorted file list, together the whole set."""
+        from nvidia.dali import fn, pipeline_def, types
+
+        gpu, rank = device.type == "cuda", self.trainer.global_rank
+
+        @pipeline_def(batch_size=self.batch_size, num_threads=self.num_threads,
+                      device_id=device.index if gpu else None, seed=self.seed)
+        def evaluate():
+            jpegs, labels = fn.readers.file(file_root=os.path.join(self.root, "val"), shard_id=rank,
+                                            num_shards=self.trainer.world_size, name="Reader",
+                                            random_shuffle=False, pad_last_batch=False, stick_to_shard=True)
+            images = fn.decoders.image(jpegs, device="mixed" if gpu else "cpu", output_type=types.RGB)
+            images = fn.resize(images, resize_shorter=eval_resize(self.image_size), interp_type=types.INTERP_LINEAR)
+            images = fn.crop_mirror_normalize(
+                images, crop=(self.image_size, self.image_size), mean=MEAN, std=STD,
+                dtype=types.FLOAT16 if self.fp16 else types.FLOAT,
+                output_layout="HWC" if self.channels_last else "CHW")
+            labels = fn.reshape(fn.cast(labels.gpu() if gpu else labels, dtype=types.INT64), shape=[])
+            return images, labels
+
+        pipe = evaluate()
+        pipe.build()
+        return pipe
 
     def loader(self, device, rank: int = 0, world: int = 1) -> "DaliLoader":
         """Batches for `rank` of `world` on `device`, usable without a Trainer (rn50.baseline)."""
@@ -176,6 +230,32 @@ class DaliLoader:
         except RuntimeError as exc:
             self.data._name_corrupt_file(exc, self.done, self.rank, self.world)
             raise
+
+
+class EpochsOf:
+    """`steps` batches of an endless stream per iteration: an epoch Lightning can count."""
+
+    def __init__(self, stream, steps: int):
+        self.stream, self.steps = stream, steps
+
+    def __len__(self):
+        return self.steps
+
+    def __iter__(self):
+        for _ in range(self.steps):
+            yield next(self.stream)
+
+
+class EvalBatches:
+    """One pass over the validation shard per iteration, as (images, labels) in the model's layout."""
+
+    def __init__(self, it, channels_last: bool):
+        self.it, self.channels_last = it, channels_last
+
+    def __iter__(self):
+        for [out] in self.it:
+            images = out["images"]
+            yield (images.permute(0, 3, 1, 2) if self.channels_last else images), out["labels"]
 
 
 def _decodes(path: str) -> bool:

@@ -1,15 +1,17 @@
 """Input pipelines: synthetic (a batch kept on the device), imagefolder (torchvision), dali (rn50/dali.py)."""
 
+import functools
 import itertools
 from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, DistributedSampler, Sampler
+from torch.utils.data import DataLoader, DistributedSampler, Sampler, Subset
 from torchvision import datasets, transforms
 
-from rn50.schema import DaliDtype, DataName, PrecisionName
+from rn50.accuracy import shard
+from rn50.schema import DaliDtype, DataName, PrecisionName, TrainName
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -56,16 +58,33 @@ class Endless(Sampler):
             yield from self.sampler
 
 
+def eval_resize(image_size: int) -> int:
+    """The shorter side validation images are resized to before the center crop: 256 for 224."""
+    return round(image_size * 256 / 224)
+
+
 class ImageFolderData(pl.LightningDataModule):
     """torchvision ImageFolder on root/train, decoded by DataLoader workers, one shard per rank.
     endless: one stream of batches across epochs (Lightning never ends an epoch); otherwise a
-    plain DataLoader, one pass per epoch."""
+    plain DataLoader, one pass per epoch.
+
+    validate=True (train=accuracy, never endless) adds root/val, resized and center-cropped, each
+    image on exactly one rank; its training workers then start afresh every epoch, so that
+    augmentation depends on the epoch's seed alone and a resumed run draws what an uninterrupted
+    one would."""
 
     def __init__(self, root: str, batch_size: int, image_size: int, num_workers: int,
-                 channels_last: bool, seed: int, endless: bool = False):
+                 channels_last: bool, seed: int, endless: bool = False, validate: bool = False):
         super().__init__()
         self.root, self.batch_size, self.num_workers = Path(root), batch_size, num_workers
-        self.channels_last, self.seed, self.endless = channels_last, seed, endless
+        self.channels_last, self.seed = channels_last, seed
+        self.endless, self.validate = endless and not validate, validate
+        self.eval_transform = transforms.Compose([
+            transforms.Resize(eval_resize(image_size)),
+            transforms.CenterCrop(image_size),
+            transforms.ToTensor(),
+            transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ])
         self.transform = transforms.Compose([
             transforms.RandomResizedCrop(image_size),
             transforms.RandomHorizontalFlip(),
@@ -73,16 +92,46 @@ class ImageFolderData(pl.LightningDataModule):
             transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
         ])
 
+    @functools.cached_property
+    def train_set(self) -> datasets.ImageFolder:
+        return datasets.ImageFolder(self.root / "train", self.transform, loader=load_rgb)
+
+    def steps_per_epoch(self, world: int) -> int:
+        """Full batches per rank in an epoch: DistributedSampler and DataLoader both drop the rest."""
+        return len(self.train_set) // world // self.batch_size
+
     def train_dataloader(self):
-        dataset = datasets.ImageFolder(self.root / "train", self.transform, loader=load_rgb)
+        dataset = self.train_set
         sampler = DistributedSampler(dataset, num_replicas=self.trainer.world_size,
                                      rank=self.trainer.global_rank, seed=self.seed, drop_last=True)
+        generator = None
+        if self.validate:
+            # Lightning draws the first epoch's order and worker seeds before it sets the sampler's
+            # epoch (and before current_epoch counts a resumed run's epochs): a resumed run's first
+            # epoch is not 0, so both are set for it here, from the count Lightning's sampler uses.
+            epoch = self.trainer.fit_loop.epoch_progress.current.processed
+            sampler.set_epoch(epoch)
+            generator = self.generator = torch.Generator()
+            self.seed_epoch(epoch)
         # Endless: a sampler without len() makes a DataLoader without one, which Lightning runs
         # as one epoch that never ends.
         return DataLoader(dataset, self.batch_size, sampler=Endless(sampler) if self.endless else sampler,
                           num_workers=self.num_workers,
                           pin_memory=self.trainer.strategy.root_device.type == "cuda",
-                          persistent_workers=True, drop_last=True)
+                          persistent_workers=not self.validate, drop_last=True, generator=generator)
+
+    def seed_epoch(self, epoch: int) -> None:
+        """validate=True: the seed the epoch's DataLoader workers derive their augmentation from,
+        a function of (seed, epoch, rank) alone; rn50/training.py calls it as each epoch starts."""
+        self.generator.manual_seed(self.seed * 1_000_003 + epoch * 1009 + self.trainer.global_rank)
+
+    def val_dataloader(self):
+        if not self.validate:
+            return []
+        dataset = datasets.ImageFolder(self.root / "val", self.eval_transform, loader=load_rgb)
+        mine = Subset(dataset, shard(len(dataset), self.trainer.global_rank, self.trainer.world_size))
+        return DataLoader(mine, self.batch_size, shuffle=False, num_workers=self.num_workers,
+                          pin_memory=self.trainer.strategy.root_device.type == "cuda", drop_last=False)
 
     def on_after_batch_transfer(self, batch, dataloader_idx):
         images, labels = batch
@@ -97,13 +146,14 @@ def build(cfg, endless: bool = True) -> pl.LightningDataModule:
     d = cfg.data
     if d.name == DataName.synthetic:
         return SyntheticData(d.batch_size, d.image_size, cfg.model.num_classes, cfg.model.channels_last, cfg.seed)
+    validate = cfg.train.name == TrainName.accuracy
     if d.name == DataName.imagefolder:
         return ImageFolderData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, cfg.seed,
-                               endless=endless)
+                               endless=endless, validate=validate)
     from rn50.dali import DaliData
 
     fp16 = d.dali.output_dtype == DaliDtype.float16 or (
         d.dali.output_dtype == DaliDtype.auto and cfg.precision.name in (PrecisionName.amp, PrecisionName.amp_static))
     threads = d.dali.num_threads if d.dali.num_threads is not None else d.num_workers
     return DaliData(d.root, d.batch_size, d.image_size, threads, cfg.model.channels_last, fp16, cfg.seed,
-                    options=d.dali, endless=endless)
+                    options=d.dali, endless=endless, validate=validate)

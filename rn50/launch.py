@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 from rn50 import batch_search, checks, console, keys, ncu, nvml, pool, schema
 from rn50.compilation import check_cuda_graphs
 from rn50.errors import ConfigError, RunFailed, error_line, failure_kind
-from rn50.schema import Accelerator, ClusterName, DataName, ProfilerName, dist_name
+from rn50.schema import Accelerator, ClusterName, DataName, ProfilerName, TrainName, dist_name
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,8 @@ def preflight(cfg: DictConfig, here: bool = True) -> None:
         world = cfg.dist.nodes * cfg.dist.gpus_per_node
         batch = 1 if batch_search.is_auto(cfg) else cfg.data.batch_size  # auto: at least one image per rank
         checks.count_train_images(cfg.data.root, batch * world)
+        if cfg.train.name == TrainName.accuracy:
+            checks.check_val_tree(cfg.data.root, world, cfg.model.num_classes)
     ncu.preflight(cfg)
 
 

@@ -1,12 +1,13 @@
 """Progress of a run and of a sweep: rank 0's bar or lines through warm-up and measured
 steps (rn50/meter.py draws them), and one line per finished sweep point."""
 
+import sys
 import time
 from typing import Callable, Optional, TextIO
 
 import pytorch_lightning as pl
 
-from rn50.meter import INTERVAL_S, Meter, rate_text
+from rn50.meter import INTERVAL_S, Meter, _duration, _is_tty, rate_text
 
 
 class Progress(pl.Callback):
@@ -70,3 +71,55 @@ class Progress(pl.Callback):
         if self.enabled and self.meter is not None:  # stopped early: close the line
             self.meter.finish()
             self.meter = None
+
+
+class EpochProgress(pl.Callback):
+    """Rank 0's progress through a train=accuracy run: on a terminal a bar over each epoch's
+    steps with its running loss and the last top-1; elsewhere one line per finished epoch.
+
+    `record` is the run's EpochRecord (rn50/training.py), which closes an epoch before this
+    callback's on_train_epoch_end. The running loss is read only at a redraw, on a terminal."""
+
+    def __init__(self, epochs: int, record, stream: Optional[TextIO] = None, tty: Optional[bool] = None,
+                 prefix: str = "rn50:"):
+        self.epochs, self.record, self.prefix = epochs, record, prefix
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = _is_tty(self.stream) if tty is None else tty
+        self.meter: Optional[Meter] = None
+        self.enabled = True
+
+    def _top1(self) -> str:
+        tops = [r["val/top1"] for r in self.record.history if "val/top1" in r]
+        return f"top-1 {100 * tops[-1]:.2f}%" if tops else ""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.enabled = trainer.is_global_zero
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        if self.enabled and self.tty:
+            self.meter = Meter(f"{self.prefix} epoch {trainer.current_epoch + 1}/{self.epochs}",
+                               trainer.num_training_batches, "steps", self.stream, tty=True)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self.meter is None:
+            return
+        due = self.meter.clock() - self.meter.last >= self.meter.interval_s
+        # outputs["loss"] is on the device: read it (a sync) only when the bar is redrawn.
+        loss = f"loss {float(outputs['loss']):.3f}" if due and outputs is not None else ""
+        self.meter.update(batch_idx + 1, ", ".join(filter(None, [loss, self._top1()])))
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if not self.enabled or not self.record.history:
+            return
+        row = self.record.history[-1]
+        parts = [f"loss {row['train/loss']:.3f}"]
+        if "val/top1" in row:
+            parts.append(f"top-1 {100 * row['val/top1']:.2f}%, top-5 {100 * row['val/top5']:.2f}%")
+        parts.append(rate_text(row["train/images_per_sec"]))
+        if self.meter is not None:
+            self.meter.done = self.meter.total
+            self.meter.finish(", ".join(parts))
+            self.meter = None
+            return
+        print(f"{self.prefix} epoch {int(row['epoch'])}/{self.epochs}: {', '.join(parts)}, "
+              f"{_duration(row['time/epoch_s'])}", file=self.stream, flush=True)

@@ -34,7 +34,7 @@ from rn50.pool import POOL_ENV
 from rn50.profile import TorchProfile
 from rn50.progress import Progress
 from rn50.results import RankResult
-from rn50.schema import Accelerator, ClusterName, ProfilerName, Rn50Config, profiled_steps
+from rn50.schema import Accelerator, ClusterName, ProfilerName, Rn50Config, TrainName, profiled_steps
 from rn50.throughput import ThroughputCallback
 
 
@@ -56,40 +56,53 @@ def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path) -> li
     return callbacks
 
 
-def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out: Path) -> pl.Trainer:
+def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False) -> dict:
+    """The Trainer arguments of every run: devices, strategy, precision, cluster environment."""
     world = cfg.dist.nodes * cfg.dist.gpus_per_node
-    profiler = None
-    if cfg.profiler.name == ProfilerName.simple:
-        profiler = SimpleProfiler(dirpath=out, filename="profiler")
-    trainer = pl.Trainer(
+    return dict(
         accelerator="gpu" if device_type == "cuda" else "cpu",
         devices=cfg.dist.gpus_per_node,
         num_nodes=cfg.dist.nodes,
         strategy=DDPStrategy(gradient_as_bucket_view=True) if world > 1 else "auto",
         plugins=[precision.plugin(cfg.precision.name, device_type, cfg.precision.loss_scale),
-                 *cluster_environment(cfg)],
-        max_steps=total_steps,
-        callbacks=callbacks,
-        profiler=profiler,
+                 *cluster_environment(cfg, requeue)],
         benchmark=True,
         logger=False,
-        enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
-        limit_val_batches=0,
         use_distributed_sampler=False,
         default_root_dir=out,
+    )
+
+
+def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out: Path) -> pl.Trainer:
+    profiler = None
+    if cfg.profiler.name == ProfilerName.simple:
+        profiler = SimpleProfiler(dirpath=out, filename="profiler")
+    trainer = pl.Trainer(
+        **trainer_args(cfg, device_type, out),
+        max_steps=total_steps,
+        callbacks=callbacks,
+        profiler=profiler,
+        enable_checkpointing=False,
+        limit_val_batches=0,
     )
     skip_sigterm_broadcast(trainer)
     return trainer
 
 
-def cluster_environment(cfg) -> list:
+# Lightning's default: SLURM sends it ahead of the time limit (--signal in conf/train/accuracy.yaml).
+REQUEUE_SIGNAL = signal.SIGUSR1
+
+
+def cluster_environment(cfg, requeue: bool = False) -> list:
     """Say who started the ranks: Lightning would otherwise take SLURM's variables over the
-    launcher's whenever a SLURM allocation surrounds a local or torchrun run."""
+    launcher's whenever a SLURM allocation surrounds a local or torchrun run. requeue: a
+    train=accuracy run, which SLURM requeues on REQUEUE_SIGNAL and which resumes from its checkpoint."""
     if cfg.cluster.name == ClusterName.slurm:
-        return [SLURMEnvironment(auto_requeue=False)]  # a benchmark is not resumed
+        # A benchmark is not resumed; an accuracy run is.
+        return [SLURMEnvironment(auto_requeue=requeue, requeue_signal=REQUEUE_SIGNAL)]
     if TorchElasticEnvironment.detect():
         return [TorchElasticEnvironment()]
     return [LightningEnvironment()] if POOL_ENV in os.environ else []
@@ -106,6 +119,10 @@ def skip_sigterm_broadcast(trainer: pl.Trainer) -> None:
 
 def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     """This process's rank of the run; rank 0 returns every rank's result, the others None."""
+    if cfg.train.name == TrainName.accuracy:
+        from rn50 import training
+
+        return training.run_rank(cfg, out)
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
     precision.set_math_mode(cfg.precision.name)
     search = batch_search.resolve_auto_batch(cfg, device_type)  # data.batch_size=auto: sets the batch

@@ -37,6 +37,9 @@ COLUMNS = [
     ("startup_s", "startup s"), ("wall_s", "wall s"), ("status", "status"),
 ]
 CSV_EXTRA = ["failure", "error", "point", "run_id", "image_size", "accelerator"]
+# train=accuracy runs (the `train.name` param): their columns, before status, when a report has any.
+ACCURACY_COLUMNS = [("best_top1_pct", "best top-1 %"), ("time_to_target_s", "time to target s"),
+                    ("train_s", "train s"), ("epochs", "epochs")]
 # What the processes of a run are, by its accelerator: (one, many).
 DEVICE_NAMES = {"cuda": ("GPU", "GPUs"), "cpu": ("process", "CPU processes")}
 
@@ -91,6 +94,10 @@ def _row(run) -> Dict:
         "accelerator": accelerator(run),
         "start_time": run.info.start_time,
         "config_hash": t.get(tracking.HASH_TAG),
+        "training": p.get("train.name") == "accuracy",
+        "best_top1_pct": 100 * m["val/best_top1"] if "val/best_top1" in m else None,
+        "time_to_target_s": m.get("time/to_target_s"), "train_s": m.get("time/train_s"),
+        "epochs": int(m["train/epochs"]) if "train/epochs" in m else None,
     }
 
 
@@ -143,10 +150,20 @@ def _collect(client, uri, parent_run_id, experiment, filter_string) -> List[Dict
         exp_ids = [found.experiment_id]
     runs = tracking.search_runs(client, exp_ids, filter_string)
     rows = [_row(r) for r in runs if r.data.tags.get(ROLE_TAG) != "sweep"]
+    for r in rows:
+        if r["training"]:
+            r["top1_curve"] = top1_curve(client, r["run_id"])
     if parent_run_id:
         rows = latest_per_point(rows)
     rows.sort(key=lambda r: (r["model"], r["precision"] or "", r["batch_per_gpu"], r["gpus"], r["start_time"]))
     return add_scaling(rows)
+
+
+def top1_curve(client, run_id: str) -> List[Tuple[float, float]]:
+    """(training seconds so far, val top-1 %) at each evaluated epoch of a train=accuracy run."""
+    elapsed = {m.step: m.value for m in client.get_metric_history(run_id, "time/elapsed_s")}
+    return sorted((elapsed[m.step], 100 * m.value) for m in client.get_metric_history(run_id, "val/top1")
+                  if m.step in elapsed)
 
 
 def latest_per_point(rows: List[Dict]) -> List[Dict]:
@@ -181,8 +198,10 @@ def columns(rows: List[Dict]) -> List[Tuple[str, str]]:
     """(key, header) of the table: device columns named for what ran; GPU util only where GPUs ran."""
     one, many = device_names(rows)
     gpus = any(r.get("accelerator", "cuda") == "cuda" for r in rows)
-    return [(k, h.format(device=one, devices=many)) for k, h in COLUMNS
-            if k != "gpu_utilization_pct" or gpus]
+    cols = [(k, h.format(device=one, devices=many)) for k, h in COLUMNS if k != "gpu_utilization_pct" or gpus]
+    if any(r.get("training") for r in rows):
+        cols[-1:-1] = ACCURACY_COLUMNS
+    return cols
 
 
 def _table(rows: List[Dict], cols: List[Tuple[str, str]]) -> List[str]:
@@ -248,7 +267,8 @@ def _line_plot(path: Path, lines: Dict[str, list], ideal_to: Optional[int] = Non
 
 
 def _plot(rows: List[Dict], out: Path) -> List[Path]:
-    """throughput_vs_batch.png, and speedup_vs_gpus.png when the sweep has more than one device count."""
+    """throughput_vs_batch.png, speedup_vs_gpus.png when the sweep has more than one device count, and
+    top1_vs_time.png when it has train=accuracy runs."""
     done = [r for r in rows if r["status"] == "FINISHED" and r["images_per_sec_median"]]
     one, many = device_names(done or rows)
     by_batch, by_gpus = defaultdict(list), defaultdict(list)
@@ -258,8 +278,15 @@ def _plot(rows: List[Dict], out: Path) -> List[Path]:
         if r["speedup"] is not None:
             by_gpus[f"{r['model']} {r['precision']} bs{r['batch_per_gpu']}"].append((r["gpus"], r["speedup"]))
     batches = sorted({r["batch_per_gpu"] for r in done})
-    plots = [_line_plot(out / "throughput_vs_batch.png", by_batch, xscale="log", xticks=batches,
-                        xlabel=f"batch size per {one}", ylabel="images/sec", title="Throughput against batch size")]
+    curves = {f"{r['point']} {r['run_id'][:8]} ({r['status']})": r["top1_curve"] for r in rows if r.get("top1_curve")}
+    plots = []
+    if done or not curves:  # a report of train=accuracy runs alone has no throughput to plot
+        plots.append(_line_plot(out / "throughput_vs_batch.png", by_batch, xscale="log", xticks=batches,
+                                xlabel=f"batch size per {one}", ylabel="images/sec",
+                                title="Throughput against batch size"))
+    if curves:  # train=accuracy runs: one line per run
+        plots.append(_line_plot(out / "top1_vs_time.png", curves, xlabel="training time (s)",
+                                ylabel="validation top-1 %", title="Time to accuracy"))
     device_counts = sorted({r["gpus"] for r in done})
     if len(device_counts) > 1:  # one count would be a single dot on the ideal line
         plots.append(_line_plot(out / "speedup_vs_gpus.png", by_gpus, ideal_to=device_counts[-1],
@@ -274,6 +301,8 @@ def write(rows: List[Dict], out: Path, footer: str = "") -> List[Path]:
     md, csv_path, js = out / "sweep_report.md", out / "sweep_report.csv", out / "sweep_report.json"
     md.write_text(markdown(rows) + (f"\n{footer}\n" if footer else ""))
     fields = [k for k, _ in COLUMNS] + CSV_EXTRA
+    if any(r.get("training") for r in rows):
+        fields += [k for k, _ in ACCURACY_COLUMNS]
     with open(csv_path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()

@@ -50,6 +50,8 @@ class RankResult:
     """Rank 0: what its callbacks measured beyond throughput (profilers)."""
     files: List[str] = field(default_factory=list)
     """Rank 0: files its callbacks wrote (profiler traces and reports)."""
+    series: Dict[str, List[tuple]] = field(default_factory=dict)
+    """Rank 0 of train=accuracy: each per-epoch metric as (epoch, value) pairs."""
 
 
 @dataclass
@@ -108,8 +110,32 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> Ru
     return RunRecord(metrics, tags, series, list(zero.files))
 
 
+def summarize_training(cfg, ranks: List[RankResult], started_at: float, now: float) -> RunRecord:
+    """train=accuracy: rank 0's end-of-run metrics and per-epoch series, and target_reached."""
+    zero = ranks[0]
+    metrics = {**zero.metrics, "time/wall_s": now - started_at}
+    tags = {**zero.env_tags, "world_size": str(cfg.dist.nodes * cfg.dist.gpus_per_node),
+            "nodes": str(cfg.dist.nodes), "dist": dist_name(cfg),
+            "target_reached": str("time/to_target_s" in metrics).lower()}
+    return RunRecord(metrics, tags, dict(zero.series), list(zero.files))
+
+
+def training_headline(name: str, metrics: Dict[str, Any]) -> str:
+    best = metrics.get("val/best_top1")
+    text = f"{name}: {int(metrics.get('train/epochs', 0))} epochs in {metrics['time/train_s']:.1f} s"
+    text += f", best top-1 {100 * best:.2f}%" if best is not None else ""
+    to_target = metrics.get("time/to_target_s")
+    return text + (f", target reached after {to_target:.1f} s" if to_target is not None else ", target not reached")
+
+
 def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: str, cfg) -> List[str]:
-    """step_times.csv, ranks.csv, gpu_telemetry.csv and summary.json in `out`; their paths."""
+    """step_times.csv, ranks.csv, gpu_telemetry.csv and summary.json in `out`; their paths.
+    train=accuracy: summary.json and epochs.jsonl (rn50/training.py writes it)."""
+    if cfg.train.name.value == "accuracy":
+        summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name.value,
+                   "batch_size": ranks[0].batch_size, **record.metrics, "target_reached": record.tags["target_reached"]}
+        (out / "summary.json").write_text(json.dumps(summary) + "\n")
+        return [str(out / "summary.json")] + [str(p) for p in [out / "epochs.jsonl"] if p.is_file()]
     files = [out / "step_times.csv", out / "ranks.csv"]
     timing.write_steps_csv(files[0], [r.windows for r in ranks])
     write_ranks_csv(files[1], ranks)

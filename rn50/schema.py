@@ -61,6 +61,16 @@ class ProfilerName(Enum):
     ncu = "ncu"
 
 
+class TrainName(Enum):
+    throughput = "throughput"
+    accuracy = "accuracy"
+
+
+class OptimName(Enum):
+    sgd = "sgd"
+    lars = "lars"
+
+
 class ClusterName(Enum):
     local = "local"
     slurm = "slurm"
@@ -221,14 +231,41 @@ class BenchConfig:
 
 @dataclass
 class OptimConfig:
+    name: OptimName = OptimName.sgd
+    """sgd: SGD with momentum; lars: SGD with layer-wise adaptive rate scaling, for global
+    batches of several thousand images (train=accuracy; rn50/lars.py)."""
     lr: float = 0.1
-    """SGD learning rate."""
+    """Learning rate. train=accuracy: per 256 images of the global batch, scaled linearly
+    (0.256 gives 1.024 at a global batch of 1024); train=throughput uses it as it is."""
     momentum: float = 0.9
     """SGD momentum."""
     weight_decay: float = 3.0517578125e-05
-    """L2 weight decay, as in NVIDIA's ResNet-50 v1.5 recipe."""
+    """L2 weight decay, as in NVIDIA's ResNet-50 v1.5 recipe. train=accuracy leaves batch-norm
+    parameters and biases out of it."""
+    lars_trust: float = 0.001
+    """lars: the trust coefficient, the largest ratio of a layer's update to its weights' norm."""
     fused: Optional[bool] = None
     """Fused SGD kernel; null means on for GPUs. Fused SGD lets AMP skip a host sync per step."""
+
+
+@dataclass
+class TrainConfig:
+    name: TrainName = TrainName.throughput
+    """throughput: the images/sec benchmark (bench.*); accuracy: train to train.target_top1,
+    evaluating on data.root/val every train.eval_every_epochs (rn50/training.py)."""
+    epochs: int = 50
+    """accuracy: epochs to train; the run goes on after the target is reached, as the recipe does."""
+    target_top1: float = 0.759
+    """accuracy: the validation top-1 (a fraction) whose first epoch gives time/to_target_s; MLPerf's is 0.759."""
+    eval_every_epochs: int = 1
+    """accuracy: validate after every this many epochs, and after the last."""
+    lr_warmup_epochs: int = 8
+    """accuracy: epochs of linear warm-up from 0 to the scaled learning rate; a cosine decay to 0 follows."""
+    label_smoothing: float = 0.1
+    """accuracy: label smoothing of the cross-entropy loss."""
+    resume: bool = False
+    """accuracy: continue the run in this output directory (hydra.run.dir=...) from its last
+    epoch's checkpoint, in the same MLflow run."""
 
 
 @dataclass
@@ -270,6 +307,7 @@ class Rn50Config:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     mfu: MfuConfig = field(default_factory=MfuConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
@@ -318,6 +356,9 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "optim.lr", "use a learning rate above 0", 1e-12)
     _positive(cfg, "optim.momentum", "use a momentum of 0 or more", 0)
     _positive(cfg, "optim.weight_decay", "use a weight decay of 0 or more", 0)
+    _positive(cfg, "optim.lars_trust", "use a trust coefficient above 0", 1e-12)
+    if cfg.train.name == TrainName.accuracy:
+        _check_training(cfg)
     if cfg.precision.name == PrecisionName.amp_static:
         _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
     if cfg.cluster.name == ClusterName.slurm:
@@ -359,6 +400,14 @@ def config_hash(cfg: DictConfig) -> str:
 
     tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     measured = {k: v for k, v in tree.items() if k not in NOT_MEASURED}
+    # Keys that change nothing of a run stay out, so that hashes of runs made before they existed
+    # still match (sweep.resume): train for a throughput run, LARS's keys for SGD, and resume.
+    if measured["train"]["name"] == TrainName.throughput.value:
+        del measured["train"]
+    else:
+        del measured["train"]["resume"]
+    if measured["optim"]["name"] == OptimName.sgd.value:
+        del measured["optim"]["name"], measured["optim"]["lars_trust"]
     return hashlib.sha256(json.dumps(measured, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -403,3 +452,25 @@ def _check_batch_size(cfg: DictConfig) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"data.batch_size={value}: use a positive integer or auto")
     _positive(cfg, "data.batch_size", "use a batch size of 1 or more per device")
+
+
+def _check_training(cfg: DictConfig) -> None:
+    """train=accuracy's keys, and what it needs of the others."""
+    if cfg.data.name == DataName.synthetic:
+        raise ConfigError("train=accuracy needs labelled images but data=synthetic is random; use "
+                          "data=imagefolder or data=dali with data.root=/path/to/imagenet (train/ and val/)")
+    if cfg.data.batch_size == AUTO_BATCH:
+        raise ConfigError("data.batch_size=auto searches for throughput only; train=accuracy needs a fixed "
+                          "batch (the learning rate scales with it), e.g. data.batch_size=256")
+    target = cfg.train.target_top1
+    if target is None or not 0 < target <= 1:
+        raise ConfigError(f"train.target_top1={target} is out of range: use a fraction in (0, 1], e.g. 0.759")
+    _positive(cfg, "train.epochs", "use 1 or more epochs")
+    _positive(cfg, "train.eval_every_epochs", "use 1 or more epochs between evaluations")
+    _positive(cfg, "train.lr_warmup_epochs", "use 0 or more warm-up epochs", 0)
+    if cfg.train.lr_warmup_epochs >= cfg.train.epochs:
+        raise ConfigError(f"train.lr_warmup_epochs={cfg.train.lr_warmup_epochs} is out of range: use fewer "
+                          f"than train.epochs={cfg.train.epochs}")
+    smoothing = cfg.train.label_smoothing
+    if not 0 <= smoothing < 1:
+        raise ConfigError(f"train.label_smoothing={smoothing} is out of range: use 0 <= value < 1")

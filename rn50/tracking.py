@@ -146,7 +146,8 @@ def log_results(
     series: Mapping[str, Sequence[float]] = {},
     artifacts: Iterable[str] = (),
 ) -> None:
-    """Summary metrics at step 0, each series as steps 0..n-1, tags and artifact files.
+    """Summary metrics at step 0, each series as steps 0..n-1 (or its own steps, for a series of
+    (step, value) pairs: train=accuracy's epochs), tags and artifact files.
 
     Summary metrics are logged to SHOWN_DIGITS significant digits, since the UI's runs table
     prints every stored digit; the series (step times, NVML samples) keep theirs.
@@ -158,7 +159,8 @@ def log_results(
     now = int(time.time() * 1000)
     batch = [Metric(k, shown(v), now, 0) for k, v in metrics.items()]
     for key, values in series.items():
-        batch += [Metric(key, float(v), now, i) for i, v in enumerate(values)]
+        pairs = [v if isinstance(v, (tuple, list)) else (i, v) for i, v in enumerate(values)]
+        batch += [Metric(key, float(v), now, int(step)) for step, v in pairs]
     for i in range(0, len(batch), 1000):
         client.log_batch(run_id, metrics=batch[i : i + 1000])
     if tags:
@@ -180,15 +182,22 @@ def end_run(uri: str, run_id: str, ok: bool, tags: Mapping[str, str] = {}, kille
 
 @contextlib.contextmanager
 def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str],
-           parent_run_id: Optional[str] = None) -> Iterator[str]:
+           parent_run_id: Optional[str] = None, continue_run_id: Optional[str] = None) -> Iterator[str]:
     """A run's one lifecycle: open it, yield its id, and close it by how the block ended.
+
+    continue_run_id: a run to mark RUNNING again and go on with (train=accuracy's resume),
+    instead of a new one; its params stay as they were logged.
 
     FINISHED when the block returns; FAILED with `failure` (the RunFailed's kind, `config`
     for a config that cannot run, `stopped` for a rank that torchrun or srun stopped, else
     `error`) and a one-line `error` tag; KILLED on Ctrl-C or SIGTERM to the launcher.
     """
     uri = cfg.mlflow.tracking_uri
-    run_id = start_run(cfg, run_name, tags, parent_run_id)
+    if continue_run_id:
+        continue_run(uri, continue_run_id, tags)
+        run_id = continue_run_id
+    else:
+        run_id = start_run(cfg, run_name, tags, parent_run_id)
     try:
         yield run_id
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM to the launcher (Interrupted)
@@ -282,6 +291,22 @@ def reopen(uri: str, run_id: str, tags: Mapping[str, str]) -> Dict[str, str]:
     for key, value in tags.items():
         client.set_tag(run_id, key, value)
     return before
+
+
+def continue_run(uri: str, run_id: str, tags: Mapping[str, str]) -> None:
+    """Mark a resumed run RUNNING again, without the failure its interruption left on it."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    try:
+        before = client.get_run(run_id).data.tags
+    except Exception:  # MlflowException, or the store's own error for an unknown id
+        raise ConfigError(f"train.resume=true: the run to continue, {run_id}, is not in mlflow.tracking_uri={uri}; "
+                          "use the store the first run was recorded in") from None
+    for key in ("failure", "error"):
+        if key in before:
+            client.delete_tag(run_id, key)
+    reopen(uri, run_id, {**tags, "resumed": "true"})
 
 
 def earlier_point(uri: str, parent_run_id: str, config_hash: str):

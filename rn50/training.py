@@ -1,0 +1,143 @@
+"""train=accuracy on one rank: fit the recipe (rn50/recipe.py) for train.epochs, evaluating on
+data.root/val, with a checkpoint after every epoch; rank 0 returns the run's per-epoch record.
+
+Like a throughput run, a rank never touches MLflow: rank 0's RankResult carries the epochs as
+series and the launcher logs them (rn50/results.py, rn50/tracking.py).
+"""
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
+
+from rn50 import data, environment, precision, resume
+from rn50.progress import EpochProgress
+from rn50.recipe import AccuracyModule
+from rn50.results import RankResult
+from rn50.schema import Accelerator
+
+EPOCHS_FILE = "epochs.jsonl"  # one line per finished epoch, as the launcher logs them
+
+
+class EpochRecord(pl.Callback):
+    """Times, losses and accuracies of every epoch, kept in checkpoints so a resumed run carries
+    the epochs it did not run itself. Also reseeds every epoch from (seed, epoch, rank): data
+    order and augmentation then do not depend on how many epochs this process has run, and a
+    resumed run trains as an uninterrupted one would."""
+
+    def __init__(self, seed: int, epochs: int, eval_every: int, target_top1: float, global_batch: int, out: Path):
+        self.seed, self.epochs, self.eval_every, self.target = seed, epochs, eval_every, target_top1
+        self.global_batch, self.out = global_batch, out
+        self.history: List[Dict[str, float]] = []
+        self.to_target_s: Optional[float] = None
+        self._started = self._train_end = 0.0
+
+    def state_dict(self):
+        return {"history": self.history, "to_target_s": self.to_target_s}
+
+    def load_state_dict(self, state):
+        self.history, self.to_target_s = list(state["history"]), state["to_target_s"]
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.history[-1]["time/elapsed_s"] if self.history else 0.0
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        epoch = trainer.current_epoch
+        pl.seed_everything(self.seed + 100_003 * (epoch + 1) + trainer.global_rank, verbose=False)
+        if hasattr(trainer.datamodule, "seed_epoch"):  # imagefolder's workers: before the epoch's iterator
+            trainer.datamodule.seed_epoch(epoch)
+        # Lightning validates every n epochs; the last epoch is evaluated too, whatever n.
+        trainer.check_val_every_n_epoch = 1 if epoch == self.epochs - 1 else self.eval_every
+        pl_module.evaluation = None
+        self._started, self._train_end = time.perf_counter(), 0.0
+
+    def _now(self, pl_module) -> float:
+        if pl_module.device.type == "cuda":  # epoch edges only: the time is the device's too
+            torch.cuda.synchronize(pl_module.device)
+        return time.perf_counter()
+
+    def on_validation_start(self, trainer, pl_module):
+        if trainer.state.fn == "fit":  # validation inside fit: the epoch's training is over
+            self._train_end = self._now(pl_module)
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        loss = pl_module.epoch_loss()
+        now = self._now(pl_module)
+        train_s = (self._train_end or now) - self._started
+        row = {"epoch": trainer.current_epoch + 1, "train/loss": loss,
+               "train/images_per_sec": trainer.num_training_batches * self.global_batch / train_s,
+               "time/epoch_s": now - self._started, "time/elapsed_s": self.elapsed_s + now - self._started}
+        if pl_module.evaluation is not None:
+            row["val/top1"], row["val/top5"] = pl_module.evaluation["top1"], pl_module.evaluation["top5"]
+            row["val/images"] = pl_module.evaluation["images"]  # every rank's, each image once
+            if self.to_target_s is None and row["val/top1"] >= self.target:
+                self.to_target_s = row["time/elapsed_s"]
+        self.history.append(row)
+        if trainer.is_global_zero:  # the epochs so far, for a look while it runs
+            with open(self.out / EPOCHS_FILE, "w") as f:
+                f.writelines(json.dumps(r) + "\n" for r in self.history)
+
+    def metrics(self) -> Dict[str, float]:
+        tops = [r["val/top1"] for r in self.history if "val/top1" in r]
+        metrics = {"time/train_s": self.elapsed_s, "train/epochs": float(len(self.history))}
+        if tops:
+            metrics["val/best_top1"] = max(tops)
+            metrics["val/images"] = [r["val/images"] for r in self.history if "val/images" in r][-1]
+        if self.to_target_s is not None:
+            metrics["time/to_target_s"] = self.to_target_s
+        return metrics
+
+    def series(self) -> Dict[str, List[tuple]]:
+        """Each per-epoch metric as (epoch, value) pairs; val/* only for the epochs evaluated."""
+        keys = ("train/loss", "train/images_per_sec", "time/epoch_s", "time/elapsed_s", "val/top1", "val/top5")
+        return {k: [(int(r["epoch"]), r[k]) for r in self.history if k in r] for k in keys}
+
+
+def checkpoint_to_load(cfg, out: Path) -> Optional[str]:
+    """Where fit() starts: None for a fresh run, or when Lightning itself takes the newest
+    hpc_ckpt_N.ckpt of a requeued SLURM job (mid-epoch, newer than last.ckpt); else last.ckpt."""
+    if not resume.wanted(cfg) or (resume.requeued() and resume.hpc_checkpoint(out)):
+        return None
+    last = resume.last_checkpoint(out)
+    return str(last) if last else None
+
+
+def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
+    """This rank's part of an accuracy run; rank 0 returns [its RankResult], the others None."""
+    from rn50.rank import skip_sigterm_broadcast, trainer_args  # shared with throughput runs
+
+    device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
+    precision.set_math_mode(cfg.precision.name)
+    pl.seed_everything(cfg.seed, verbose=False)
+    world = cfg.dist.nodes * cfg.dist.gpus_per_node
+    global_batch = cfg.data.batch_size * world
+    fused = cfg.optim.fused if cfg.optim.fused is not None else device_type == "cuda"
+    datamodule = data.build(cfg)
+    model = AccuracyModule(cfg.model, cfg.optim, cfg.train, global_batch, datamodule.steps_per_epoch(world), fused)
+    t = cfg.train
+    record = EpochRecord(cfg.seed, t.epochs, t.eval_every_epochs, t.target_top1, global_batch, out)
+    # One file, replaced every epoch (Lightning writes it whole, then renames it into place).
+    # save_on_train_epoch_end: after validation and after EpochRecord closed the epoch.
+    checkpoints = ModelCheckpoint(dirpath=out / resume.CHECKPOINT_DIR, filename=Path(resume.LAST).stem,
+                                  save_top_k=1, enable_version_counter=False, save_on_train_epoch_end=True)
+    trainer = pl.Trainer(**trainer_args(cfg, device_type, out, requeue=True),
+                         max_epochs=t.epochs, check_val_every_n_epoch=t.eval_every_epochs,
+                         callbacks=[record, EpochProgress(t.epochs, record), checkpoints],
+                         enable_checkpointing=True)
+    skip_sigterm_broadcast(trainer)
+    trainer.fit(model, datamodule=datamodule, ckpt_path=checkpoint_to_load(cfg, out))
+    if not trainer.is_global_zero:
+        return None
+    zero = RankResult(rank=0, node_rank=trainer.node_rank, local_rank=trainer.local_rank,
+                      hostname=socket.gethostname(), pid=os.getpid(), windows=[], batch_size=cfg.data.batch_size,
+                      env_tags={**environment.software_tags(), **environment.gpu_tags(device_type),
+                                "accelerator": device_type},
+                      metrics=record.metrics(), series=record.series())
+    return [zero]
