@@ -5,9 +5,12 @@ fused SGD, autocast and loss scaling, and the same synthetic device-resident
 batch, timed as rn50 times it (warm-up, then a window synced at its edges). On a GPU
 with an NVML energy counter it also reports images per joule over the windows.
 `build_train_step` and `bare_step` are the same step for other code (rn50/batch_search.py).
+With --data-root the batches come from rn50's DALI pipeline (data=dali) instead: the bare DALI
+loop, or with --decode-only the pipeline alone, with no training.
 
     python -m rn50.baseline --arch resnet50 --precision amp --batch-size 256
     torchrun --standalone --nproc-per-node 4 -m rn50.baseline   # DDP, one process per GPU
+    python -m rn50.baseline --data-root /data/imagenet --dali hw_decoder_load=0.99
 """
 
 import argparse
@@ -16,12 +19,13 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple
 
 import torch
 from torch import nn
 
 from rn50 import nvml
+from rn50.errors import error_line
 from rn50.model import build_network, build_optimizer
 from rn50.precision import StaticGradScaler, set_math_mode
 from rn50.schema import OptimConfig, PrecisionName
@@ -119,7 +123,17 @@ def main(argv=None) -> dict:
                    help="capture the whole step (forward, backward, optimizer) in one CUDA graph and replay it")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     p.add_argument("--loss-scale", type=float, default=1024.0)
+    p.add_argument("--data-root", help="train on ROOT/train's JPEGs through rn50's DALI pipeline (data=dali)")
+    p.add_argument("--decode-only", action="store_true",
+                   help="with --data-root: take batches from the pipeline and train nothing, to measure it alone")
+    p.add_argument("--dali", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --data-root: a data.dali key, e.g. hw_decoder_load=0.99 (repeatable); "
+                        "threads default to data.num_workers (8)")
     args = p.parse_args(argv)
+    if args.data_root is None and (args.decode_only or args.dali):
+        p.error("--decode-only and --dali need --data-root")
+    if args.data_root is not None and args.cuda_graph:
+        p.error("--cuda-graph replays one batch's addresses, so it cannot take batches from --data-root")
 
     world = int(os.environ.get("WORLD_SIZE", 1))
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -135,9 +149,21 @@ def main(argv=None) -> dict:
         import torch._inductor.config as inductor
 
         inductor.conv_1x1_as_mm = True
-    step = bare_step(args.batch_size, args.arch, args.precision, device, image_size=args.image_size,
-                     channels_last=args.channels_last, compile_mode=args.compile_mode if args.compile else None,
-                     loss_scale=args.loss_scale, ddp=world > 1)
+    options = dict(image_size=args.image_size, channels_last=args.channels_last,
+                   compile_mode=args.compile_mode if args.compile else None, loss_scale=args.loss_scale,
+                   ddp=world > 1)
+    if args.data_root is None:
+        step = bare_step(args.batch_size, args.arch, args.precision, device, **options)
+    else:
+        try:
+            batches = dali_batches(args, device, int(os.environ.get("RANK", 0)), world)
+        except Exception as exc:  # a bad --dali key or value, named as rn50 names it
+            p.error(error_line(str(exc)))
+        if args.decode_only:
+            step = lambda: next(batches)  # noqa: E731
+        else:
+            train = build_train_step(args.arch, args.precision, device, **options)
+            step = lambda: train(*next(batches))  # noqa: E731
 
     def sync():
         if device.type == "cuda":
@@ -177,6 +203,23 @@ def main(argv=None) -> dict:
     if world > 1:
         torch.distributed.destroy_process_group()
     return result
+
+
+def dali_batches(args, device: torch.device, rank: int, world: int) -> Iterator:
+    """rn50's data=dali pipeline for this rank, with args' data.dali keys, as an endless stream of
+    (images, labels) in the model's dtype and layout on the device. Checked as rn50 checks a run."""
+    from omegaconf import OmegaConf
+
+    from rn50 import data
+    from rn50.schema import Rn50Config, validate
+
+    cfg = OmegaConf.merge(OmegaConf.structured(Rn50Config), OmegaConf.from_dotlist([
+        "data.name=dali", f"data.root={args.data_root}", f"data.batch_size={args.batch_size}",
+        f"data.image_size={args.image_size}", f"precision.name={args.precision}",
+        f"precision.loss_scale={args.loss_scale}", f"model.channels_last={args.channels_last}",
+        *[f"data.dali.{option}" for option in args.dali]]))
+    validate(cfg)
+    return iter(data.build(cfg, endless=True).loader(device, rank, world))
 
 
 def energy_counter(device: torch.device) -> Callable[[], Optional[float]]:

@@ -47,8 +47,18 @@ class Point:
         return f"{report.rounded(self.images_per_sec)}{spread}{runs}"
 
 
-def setup_key(run) -> str:
-    return report.setup(run.data.params, NOT_SETUP) + f";accelerator={report.accelerator(run)}"
+def setup_key(run, keys: frozenset) -> str:
+    params = {k: v for k, v in run.data.params.items() if k in keys}
+    return report.setup(params, NOT_SETUP) + f";accelerator={report.accelerator(run)}"
+
+
+def shared_keys(runs: list) -> Tuple[frozenset, List[str]]:
+    """The config keys every run recorded, and those only some did. A key that a newer rn50 added
+    (data.dali.*, say) is missing from older runs, which ran as its default does; matching on it
+    would leave no point in common across the upgrade that compare exists to check."""
+    recorded = [set(r.data.params) for r in runs]
+    every = frozenset(set.intersection(*recorded))
+    return every, sorted(set.union(*recorded) - every)
 
 
 def label(run) -> str:
@@ -87,13 +97,13 @@ def find_runs(client, uri: str, spec: str, experiment: str, side: str) -> list:
     return runs
 
 
-def points(runs: list, side: str, spec: str) -> Dict[str, Point]:
-    """Finished runs with a throughput figure, grouped by setup."""
+def points(runs: list, side: str, spec: str, keys: frozenset) -> Dict[str, Point]:
+    """Finished runs with a throughput figure, grouped by their setup over keys."""
     by_setup = defaultdict(list)
     for run in runs:
         ips = run.data.metrics.get("throughput/images_per_sec")
         if run.info.status == "FINISHED" and ips and report.has_throughput(run):
-            by_setup[setup_key(run)].append(run)
+            by_setup[setup_key(run, keys)].append(run)
     if not by_setup:
         raise Rn50Error(f"{side} {spec}: none of its {len(runs)} run(s) finished with an images/sec figure")
     out = {}
@@ -207,11 +217,15 @@ def main(argv=None) -> None:
             raise Rn50Error(f"--tracking-uri {uri}: no such file; run where the runs were recorded")
         tracking.check_reachable(uri)
         client = tracking.MlflowClient(uri)
-        sides = [points(find_runs(client, uri, spec, args.experiment, side), side, spec)
-                 for side, spec in (("BASE", args.base), ("CANDIDATE", args.candidate))]
-        rows = compare(*sides, args.tolerance)
+        specs = (("BASE", args.base), ("CANDIDATE", args.candidate))
+        found = [find_runs(client, uri, spec, args.experiment, side) for side, spec in specs]
+        keys, unshared = shared_keys(found[0] + found[1])
+        rows = compare(*[points(runs, side, spec, keys) for runs, (side, spec) in zip(found, specs)], args.tolerance)
         image = plot(rows, args.tolerance, Path(args.out))
     print(markdown(rows, args.tolerance))
+    if unshared:
+        shown = ", ".join(unshared[:4]) + (f" and {len(unshared) - 4} more" if len(unshared) > 4 else "")
+        print(f"not matched on (recorded by only some runs, e.g. keys a newer rn50 added): {shown}")
     print(f"wrote {image}")
     regressions = [name for name, *_, v in rows if v == "slower (regression)"]
     if regressions:

@@ -50,6 +50,9 @@ NOISY_LOGGERS = (
 WARNING_NOISE = (
     # Lightning 2.6's own use of a torch pytree API that torch 2.10+ deprecates; once per rank.
     (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
+    # Lightning's hint to prepend srun, on any host with SLURM's commands: rn50 starts the ranks
+    # itself (cluster=local, torchrun), and under cluster=slurm srun has started them.
+    (UserWarning, r"The `srun` command is available on your system but is not used"),
 )
 
 

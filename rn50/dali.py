@@ -8,13 +8,16 @@ CPU path: the same graph with CPU operators in a CPU-only pipeline, for CPU runs
 DALI is optional: importing this module does not import it; DaliData raises Rn50Error without it.
 """
 
+import functools
 import os
+from typing import Optional
 
 import pytorch_lightning as pl
 
 from rn50.data import IMAGENET_MEAN, IMAGENET_STD, eval_resize, load_rgb
 from rn50.checks import MISSING_DALI
 from rn50.errors import Rn50Error
+from rn50.schema import DaliConfig
 
 # DALI normalizes 0..255 pixels; torchvision's constants are for 0..1.
 MEAN = [255 * m for m in IMAGENET_MEAN]
@@ -55,8 +58,15 @@ def shard_files(root: str, shard_id: int, num_shards: int, seed: int, batch_size
 
 
 class DaliData(pl.LightningDataModule):
+    """The training loader of data=dali. endless (rn50's throughput runs, through data.build): one
+    stream of batches across the reader's epochs, so Lightning never ends an epoch. Otherwise each
+    pass over the loader is one epoch of this rank's shard, for training with real epochs. Either
+    way the pipeline is built once and its prefetched batches carry over every epoch end: the
+    reader never stops."""
+
     def __init__(self, root: str, batch_size: int, image_size: int, num_threads: int,
-                 channels_last: bool, fp16: bool, seed: int, validate: bool = False):
+                 channels_last: bool, fp16: bool, seed: int, options: Optional[DaliConfig] = None,
+                 endless: bool = False, validate: bool = False):
         super().__init__()
         try:
             import nvidia.dali  # noqa: F401
@@ -64,21 +74,28 @@ class DaliData(pl.LightningDataModule):
             raise Rn50Error(MISSING_DALI) from exc
         self.root, self.batch_size, self.image_size = root, batch_size, image_size
         self.num_threads, self.channels_last, self.fp16, self.seed = num_threads, channels_last, fp16, seed
-        self.validate = validate
+        # validate (train=accuracy): epochs are cut from the endless stream (EpochsOf).
+        self.options, self.endless, self.validate = options or DaliConfig(), endless or validate, validate
 
-    def _pipeline(self, device):
+    def _pipeline(self, device, rank: int, world: int):
         from nvidia.dali import fn, pipeline_def, types
 
-        gpu, rank = device.type == "cuda", self.trainer.global_rank
+        gpu, o = device.type == "cuda", self.options
 
         # Augmentations differ per rank; the reader's seed is its own and the same on every rank.
         @pipeline_def(batch_size=self.batch_size, num_threads=self.num_threads,
-                      device_id=device.index if gpu else None, seed=self.seed + rank)
+                      device_id=device.index if gpu else None, seed=self.seed + rank,
+                      prefetch_queue_depth=o.prefetch_queue_depth)
         def train():
-            jpegs, labels = read_files(self.root, rank, self.trainer.world_size, self.seed)
+            jpegs, labels = read_files(self.root, rank, world, self.seed)
+            # The nvJPEG and hardware-decoder arguments apply to the mixed (GPU) decoder; DALI's
+            # CPU decoder accepts and ignores them, so CPU runs and the tests take the same call.
             images = fn.decoders.image_random_crop(
                 jpegs, device="mixed" if gpu else "cpu", output_type=types.RGB,
-                random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=100)
+                random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=100,
+                hw_decoder_load=o.hw_decoder_load, device_memory_padding=o.device_memory_padding,
+                host_memory_padding=o.host_memory_padding, preallocate_width_hint=o.preallocate_width_hint,
+                preallocate_height_hint=o.preallocate_height_hint)
             images = fn.resize(images, size=[self.image_size, self.image_size],
                                interp_type=types.INTERP_LINEAR, antialias=False)
             images = fn.crop_mirror_normalize(
@@ -92,15 +109,24 @@ class DaliData(pl.LightningDataModule):
 
         pipe = train()
         pipe.build()  # setup errors (no files, bad device) surface now, not at the first step
+        if gpu and o.stream_outputs:
+            # DALIGenericIterator calls share_outputs() with no stream, which blocks the host until
+            # the batch is ready; bound to torch's stream, the training stream waits on the device.
+            import torch
+
+            pipe.share_outputs = functools.partial(pipe.share_outputs,
+                                                   cuda_stream=torch.cuda.current_stream(device))
         return pipe
 
     def train_dataloader(self):
-        batches = self._batches(self._pipeline(self.trainer.strategy.root_device))
-        if not self.validate:
-            return batches
-        # train=accuracy counts epochs: each is one pass's worth of full global batches, cut
-        # from the endless stream (whose shards reshuffle as they go).
-        return EpochsOf(batches, self.steps_per_epoch(self.trainer.world_size))
+        t = self.trainer
+        loader = self.loader(t.strategy.root_device, t.global_rank, t.world_size)
+        if self.validate:
+            # train=accuracy counts epochs: each is one pass's worth of full global batches, cut
+            # from the endless stream (whose shards reshuffle as they go).
+            return EpochsOf(iter(loader), self.steps_per_epoch(t.world_size))
+        # A generator has no len(): Lightning runs it as one epoch that never ends.
+        return iter(loader) if self.endless else loader
 
     def steps_per_epoch(self, world: int) -> int:
         """Full global batches in one pass over root/train, as DALI's reader counts the files."""
@@ -151,38 +177,59 @@ class DaliData(pl.LightningDataModule):
         pipe.build()
         return pipe
 
-    def _batches(self, pipe):
-        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+    def loader(self, device, rank: int = 0, world: int = 1) -> "DaliLoader":
+        """Batches for `rank` of `world` on `device`, usable without a Trainer (rn50.baseline)."""
+        return DaliLoader(self, self._pipeline(device, rank, world), rank, world)
 
-        done = 0
-        try:
-            # FILL: an epoch's last batch is full, topped up from the next epoch. No auto_reset:
-            # each new `for` over the iterator resets it, and doing both warns at every epoch end.
-            it = DALIGenericIterator([pipe], ["images", "labels"], reader_name="Reader",
-                                     last_batch_policy=LastBatchPolicy.FILL, auto_reset=False)
-            while True:  # training is step-bounded; the stream never ends
-                for [out] in it:
-                    images = out["images"]
-                    if self.channels_last:
-                        images = images.permute(0, 3, 1, 2)  # NHWC memory seen as NCHW, no copy
-                    yield images, out["labels"]
-                    done += 1
-        except RuntimeError as exc:
-            self._name_corrupt_file(exc, done)
-            raise
-
-    def _name_corrupt_file(self, exc: RuntimeError, batch: int) -> None:
+    def _name_corrupt_file(self, exc: RuntimeError, batch: int, rank: int, world: int) -> None:
         """DALI 2.4 names the file when decoding fails but not when the header does not parse
         ("nvImageCodec failure: '#3'"); its error comes with the failing batch, so run the reader
         alone up to that batch and name the files of it that Pillow cannot decode either."""
         if "decoders.image_random_crop" not in str(exc):
             return
-        files = shard_files(self.root, self.trainer.global_rank, self.trainer.world_size,
-                            self.seed, self.batch_size, batch + 1)[batch]
+        files = shard_files(self.root, rank, world, self.seed, self.batch_size, batch + 1)[batch]
         bad = [path for path in files if not _decodes(path)]
         named = ", ".join(sorted(set(bad))) if bad else "one of " + ", ".join(files)
         reason = str(exc).split("encountered:")[-1].strip().splitlines()[0]
         raise Rn50Error(f"DALI cannot decode {named} ({reason})") from exc
+
+
+class DaliLoader:
+    """One pipeline's batches as the model takes them: each pass over it is one epoch of the
+    shard, or never ends with DaliData.endless."""
+
+    def __init__(self, data: DaliData, pipe, rank: int, world: int):
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        self.data, self.rank, self.world = data, rank, world
+        self.done = 0  # batches handed out over all passes: the reader's batch index
+        # FILL: an epoch's last batch is full, topped up from the next epoch, as the reader runs on
+        # without a break. No auto_reset: each new `for` over the iterator resets it, and doing both
+        # warns at every epoch end. A reset only moves the iterator's counters; the pipeline keeps
+        # its prefetched batches, so an epoch end costs no wait. The first batch is not decoded
+        # here but at the first step, where an error in it names the corrupt file.
+        self.iterator = DALIGenericIterator([pipe], ["images", "labels"], reader_name="Reader",
+                                            last_batch_policy=LastBatchPolicy.FILL, auto_reset=False,
+                                            prepare_first_batch=False)
+
+    def __len__(self) -> int:
+        """Batches in the current epoch of this rank's shard."""
+        return len(self.iterator)
+
+    def __iter__(self):
+        try:
+            while True:
+                for [out] in self.iterator:
+                    images = out["images"]
+                    if self.data.channels_last:
+                        images = images.permute(0, 3, 1, 2)  # NHWC memory seen as NCHW, no copy
+                    yield images, out["labels"]
+                    self.done += 1
+                if not self.data.endless:
+                    return
+        except RuntimeError as exc:
+            self.data._name_corrupt_file(exc, self.done, self.rank, self.world)
+            raise
 
 
 class EpochsOf:

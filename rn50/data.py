@@ -7,11 +7,11 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, DistributedSampler, Subset
+from torch.utils.data import DataLoader, DistributedSampler, Sampler, Subset
 from torchvision import datasets, transforms
 
 from rn50.accuracy import shard
-from rn50.schema import DataName, PrecisionName, TrainName
+from rn50.schema import DaliDtype, DataName, PrecisionName, TrainName
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -44,6 +44,20 @@ def load_rgb(path: str) -> Image.Image:
         raise RuntimeError(f"corrupt image {path}: {exc}") from None
 
 
+class Endless(Sampler):
+    """A DistributedSampler's epochs one after another: the DataLoader never runs out, so its
+    workers keep decoding ahead across epoch ends instead of idling until the next epoch's
+    indices arrive (a stall at every epoch end of a small data set)."""
+
+    def __init__(self, sampler: DistributedSampler):
+        self.sampler = sampler
+
+    def __iter__(self):
+        for epoch in itertools.count():
+            self.sampler.set_epoch(epoch)  # what Lightning does at each epoch's start
+            yield from self.sampler
+
+
 def eval_resize(image_size: int) -> int:
     """The shorter side validation images are resized to before the center crop: 256 for 224."""
     return round(image_size * 256 / 224)
@@ -51,16 +65,20 @@ def eval_resize(image_size: int) -> int:
 
 class ImageFolderData(pl.LightningDataModule):
     """torchvision ImageFolder on root/train, decoded by DataLoader workers, one shard per rank.
+    endless: one stream of batches across epochs (Lightning never ends an epoch); otherwise a
+    plain DataLoader, one pass per epoch.
 
-    validate=True (train=accuracy) adds root/val, resized and center-cropped, each image on
-    exactly one rank; its training workers then start afresh every epoch, so that augmentation
-    depends on the epoch's seed alone and a resumed run draws what an uninterrupted one would."""
+    validate=True (train=accuracy, never endless) adds root/val, resized and center-cropped, each
+    image on exactly one rank; its training workers then start afresh every epoch, so that
+    augmentation depends on the epoch's seed alone and a resumed run draws what an uninterrupted
+    one would."""
 
     def __init__(self, root: str, batch_size: int, image_size: int, num_workers: int,
-                 channels_last: bool, seed: int, validate: bool = False):
+                 channels_last: bool, seed: int, endless: bool = False, validate: bool = False):
         super().__init__()
         self.root, self.batch_size, self.num_workers = Path(root), batch_size, num_workers
-        self.channels_last, self.seed, self.validate = channels_last, seed, validate
+        self.channels_last, self.seed = channels_last, seed
+        self.endless, self.validate = endless and not validate, validate
         self.eval_transform = transforms.Compose([
             transforms.Resize(eval_resize(image_size)),
             transforms.CenterCrop(image_size),
@@ -95,7 +113,10 @@ class ImageFolderData(pl.LightningDataModule):
             sampler.set_epoch(epoch)
             generator = self.generator = torch.Generator()
             self.seed_epoch(epoch)
-        return DataLoader(dataset, self.batch_size, sampler=sampler, num_workers=self.num_workers,
+        # Endless: a sampler without len() makes a DataLoader without one, which Lightning runs
+        # as one epoch that never ends.
+        return DataLoader(dataset, self.batch_size, sampler=Endless(sampler) if self.endless else sampler,
+                          num_workers=self.num_workers,
                           pin_memory=self.trainer.strategy.root_device.type == "cuda",
                           persistent_workers=not self.validate, drop_last=True, generator=generator)
 
@@ -119,16 +140,20 @@ class ImageFolderData(pl.LightningDataModule):
         return images, labels
 
 
-def build(cfg) -> pl.LightningDataModule:
+def build(cfg, endless: bool = True) -> pl.LightningDataModule:
+    """The run's data module. endless (throughput runs): real data streams on across its epochs,
+    so a data set smaller than the measured window never stalls at an epoch end."""
     d = cfg.data
     if d.name == DataName.synthetic:
         return SyntheticData(d.batch_size, d.image_size, cfg.model.num_classes, cfg.model.channels_last, cfg.seed)
     validate = cfg.train.name == TrainName.accuracy
     if d.name == DataName.imagefolder:
         return ImageFolderData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, cfg.seed,
-                               validate)
+                               endless=endless, validate=validate)
     from rn50.dali import DaliData
 
-    fp16 = cfg.precision.name in (PrecisionName.amp, PrecisionName.amp_static)
-    return DaliData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, fp16, cfg.seed,
-                    validate)
+    fp16 = d.dali.output_dtype == DaliDtype.float16 or (
+        d.dali.output_dtype == DaliDtype.auto and cfg.precision.name in (PrecisionName.amp, PrecisionName.amp_static))
+    threads = d.dali.num_threads if d.dali.num_threads is not None else d.num_workers
+    return DaliData(d.root, d.batch_size, d.image_size, threads, cfg.model.channels_last, fp16, cfg.seed,
+                    options=d.dali, endless=endless, validate=validate)

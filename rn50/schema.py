@@ -42,6 +42,12 @@ class DataName(Enum):
     dali = "dali"
 
 
+class DaliDtype(Enum):
+    auto = "auto"
+    float16 = "float16"
+    float32 = "float32"
+
+
 class Accelerator(Enum):
     auto = "auto"
     gpu = "gpu"
@@ -109,6 +115,39 @@ class PrecisionConfig:
 
 
 @dataclass
+class DaliConfig:
+    """data=dali's pipeline levers (issue 14); data=synthetic and data=imagefolder ignore them.
+    The defaults are what rn50 ran before these keys existed (DALI 2.4's own defaults)."""
+
+    num_threads: Optional[int] = None
+    """DALI's CPU threads per rank (file reading, the host side of decoding); null uses
+    data.num_workers, as data=dali always has."""
+    prefetch_queue_depth: int = 2
+    """Batches the pipeline prepares ahead of the one training takes (DALI's default, 2)."""
+    hw_decoder_load: float = 0.65
+    """Share of the JPEGs (0 to 1) sent to the GPU's hardware JPEG decoder (A100, H100, H200), the
+    rest decoded by nvJPEG on the host and CUDA cores; DALI's default 0.65. GPU runs only."""
+    device_memory_padding: int = 16 * 1024 * 1024
+    """Bytes of GPU memory nvJPEG preallocates per thread, so a larger image needs no new
+    allocation; DALI's default 16 MiB. GPU runs only."""
+    host_memory_padding: int = 8 * 1024 * 1024
+    """Bytes of pinned host memory nvJPEG preallocates (two buffers per thread); DALI's default
+    8 MiB. GPU runs only."""
+    preallocate_width_hint: int = 0
+    """Image width in pixels the hardware decoder preallocates for; 0 (DALI's default): none."""
+    preallocate_height_hint: int = 0
+    """Image height in pixels the hardware decoder preallocates for; 0 (DALI's default): none."""
+    output_dtype: DaliDtype = DaliDtype.auto
+    """What the pipeline normalizes into, the model's input dtype: auto is float16 under amp and
+    amp_static, float32 otherwise; float16 also suits bf16 (autocast casts it on the GPU) but not
+    fp32 or tf32. The layout always follows model.channels_last (HWC seen as NCHW channels_last)."""
+    stream_outputs: bool = False
+    """GPU runs: bind each batch to torch's current CUDA stream (DALI's share_outputs(cuda_stream=...)),
+    so the training stream waits for the batch on the device instead of the host waiting for it
+    before queuing the step. false: DALI's iterator waits on the host, as before."""
+
+
+@dataclass
 class DataConfig:
     name: DataName = DataName.synthetic
     """synthetic: one random batch kept on the device; imagefolder: torchvision DataLoader; dali: NVIDIA DALI."""
@@ -121,7 +160,10 @@ class DataConfig:
     root: Optional[str] = None
     """imagefolder and dali: an ImageNet-style tree; training reads root/train/<class>/*.JPEG."""
     num_workers: int = 8
-    """imagefolder: DataLoader worker processes per rank. dali: CPU threads per rank."""
+    """imagefolder: DataLoader worker processes per rank. dali: CPU threads per rank, unless
+    data.dali.num_threads is set."""
+    dali: DaliConfig = field(default_factory=DaliConfig)
+    """data=dali's pipeline levers; the other pipelines ignore them."""
 
 
 @dataclass
@@ -310,6 +352,7 @@ def validate(cfg: DictConfig) -> DictConfig:
                 f"data.root is not set: data={cfg.data.name.value} needs data.root=/path/to/imagenet "
                 "(with train/<class>/*.JPEG; python -m rn50.fake_imagenet makes one)"
             )
+    _check_dali(cfg)
     _positive(cfg, "optim.lr", "use a learning rate above 0", 1e-12)
     _positive(cfg, "optim.momentum", "use a momentum of 0 or more", 0)
     _positive(cfg, "optim.weight_decay", "use a weight decay of 0 or more", 0)
@@ -376,6 +419,26 @@ def dist_name(cfg: DictConfig) -> str:
 def run_name(cfg: DictConfig) -> str:
     """An MLflow run's name: resnet50-amp-1n8g-bs256."""
     return f"{cfg.model.arch.value}-{cfg.precision.name.value}-{dist_name(cfg)}-bs{cfg.data.batch_size}"
+
+
+def _check_dali(cfg: DictConfig) -> None:
+    """data.dali's ranges, whatever the pipeline (as the profiler's keys are checked); its dtype
+    against the precision only where DALI feeds the model."""
+    dali = cfg.data.dali
+    if dali.num_threads is not None:
+        _positive(cfg, "data.dali.num_threads", "use 1 or more threads, or null for data.num_workers")
+    _positive(cfg, "data.dali.prefetch_queue_depth", "use 1 or more batches")
+    if not 0 <= dali.hw_decoder_load <= 1:
+        raise ConfigError(f"data.dali.hw_decoder_load={dali.hw_decoder_load} is out of range: "
+                          "use a share from 0 to 1 (0.65 is DALI's default)")
+    for key in ("device_memory_padding", "host_memory_padding", "preallocate_width_hint",
+                "preallocate_height_hint"):
+        _positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
+    fp32 = (PrecisionName.fp32, PrecisionName.tf32)
+    if cfg.data.name == DataName.dali and dali.output_dtype == DaliDtype.float16 and cfg.precision.name in fp32:
+        raise ConfigError(
+            f"data.dali.output_dtype=float16 needs an autocast precision (amp, amp_static, bf16), not "
+            f"precision={cfg.precision.name.value}; use data.dali.output_dtype=auto or float32")
 
 
 AUTO_BATCH = "auto"

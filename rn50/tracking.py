@@ -130,6 +130,14 @@ def runs_with_tag(uri: str, experiment: str, key: str, value: str) -> list:
     return search_runs(client, [found.experiment_id], f"tags.{key} = '{value}'") if found else []
 
 
+# Six significant digits (6223.51 images/sec, 15.2848 % MFU) are finer than any rerun repeats.
+SHOWN_DIGITS = 6
+
+
+def shown(value: float) -> float:
+    return float(f"{float(value):.{SHOWN_DIGITS}g}")
+
+
 def log_results(
     uri: str,
     run_id: str,
@@ -139,13 +147,17 @@ def log_results(
     artifacts: Iterable[str] = (),
 ) -> None:
     """Summary metrics at step 0, each series as steps 0..n-1 (or its own steps, for a series of
-    (step, value) pairs: train=accuracy's epochs), tags and artifact files."""
+    (step, value) pairs: train=accuracy's epochs), tags and artifact files.
+
+    Summary metrics are logged to SHOWN_DIGITS significant digits, since the UI's runs table
+    prints every stored digit; the series (step times, NVML samples) keep theirs.
+    """
     from mlflow.entities import Metric, RunTag
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
     now = int(time.time() * 1000)
-    batch = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+    batch = [Metric(k, shown(v), now, 0) for k, v in metrics.items()]
     for key, values in series.items():
         pairs = [v if isinstance(v, (tuple, list)) else (i, v) for i, v in enumerate(values)]
         batch += [Metric(key, float(v), now, int(step)) for step, v in pairs]

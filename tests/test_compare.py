@@ -30,8 +30,10 @@ def store(tmp_path_factory):
     client = MlflowClient(uri)
     parent = tracking.start_run(cfg, "sweep", {report.ROLE_TAG: "sweep"}, params=False)
 
-    def run(side, batch, ips, low=None, high=None, status="FINISHED", profiler="none", parent_id=None):
+    def run(side, batch, ips, low=None, high=None, status="FINISHED", profiler="none", parent_id=None, older=False):
         p = {**params, "data.batch_size": str(batch), "profiler.name": profiler}
+        if older:  # as an rn50 from before the data.dali keys logged it
+            p = {k: v for k, v in p.items() if not k.startswith("data.dali.")}
         tags = {"side": side, "gpu_model": H100, "accelerator": "cuda", "dist": "1n1g",
                 "mlflow.runName": f"resnet50-amp-1n1g-bs{batch}"}
         if parent_id:
@@ -58,6 +60,7 @@ def store(tmp_path_factory):
     run("faster", 256, 9000.0, status="FAILED")  # neither a failed run
     run("faster", 256, 9000.0, profiler="ncu")  # nor an ncu run has a benchmark figure
     other = run("other", 512, 3000.0)
+    run("older", 64, 1010.0, older=True)
     return {"uri": uri, "parent": parent, "folder": folder, "other": other}
 
 
@@ -133,3 +136,9 @@ def test_a_missing_store_is_one_line(tmp_path, capsys):
     assert err.strip() == (f"rn50.compare: error: --tracking-uri sqlite:///{tmp_path}/none.db: "
                            "no such file; run where the runs were recorded")
     assert not (tmp_path / "none.db").exists()
+
+
+def test_keys_an_older_rn50_did_not_record_do_not_split_points(store, capsys):
+    code, out, _ = run_main(cli(store, store["parent"], "tags.side = 'older'"), capsys)
+    assert code == 0 and "| same |" in table_rows(out)["resnet50 amp bs64 1n1g"]
+    assert "not matched on (recorded by only some runs" in out and "data.dali." in out

@@ -84,12 +84,31 @@ def test_unknown_key_is_refused(compose_cfg):
         ("profiler.active=0", "profiler.active"),
         ("profiler.wait=-1", "profiler.wait"),
         ("profiler.steps=0", "profiler.steps"),
+        ("data.dali.num_threads=0", "data.dali.num_threads"),
+        ("data.dali.prefetch_queue_depth=0", "data.dali.prefetch_queue_depth"),
+        ("data.dali.hw_decoder_load=1.5", "data.dali.hw_decoder_load"),
+        ("data.dali.hw_decoder_load=-0.1", "data.dali.hw_decoder_load"),
+        ("data.dali.device_memory_padding=-1", "data.dali.device_memory_padding"),
+        ("data.dali.host_memory_padding=-1", "data.dali.host_memory_padding"),
+        ("data.dali.preallocate_width_hint=-1", "data.dali.preallocate_width_hint"),
+        ("data.dali.preallocate_height_hint=-1", "data.dali.preallocate_height_hint"),
     ],
 )
 def test_out_of_range_values_name_the_key(compose_cfg, override, key):
     overrides = [override] + (["precision=amp_static"] if "loss_scale" in override else [])
-    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as info:
         validate(compose_cfg(overrides))
+    assert "\n" not in str(info.value)
+
+
+def test_dali_float16_outputs_need_an_autocast_precision(compose_cfg):
+    dali = ["data=dali", "data.root=/data/imagenet", "data.dali.output_dtype=float16"]
+    with pytest.raises(ConfigError, match=r"^data\.dali\.output_dtype=float16 needs an autocast precision .*"
+                                          r"not precision=fp32; use data\.dali\.output_dtype=auto or float32$"):
+        validate(compose_cfg([*dali, "precision=fp32"]))
+    validate(compose_cfg([*dali, "precision=bf16"]))
+    # The other pipelines ignore data.dali, as every pipeline-specific key elsewhere.
+    validate(compose_cfg(["data.dali.output_dtype=float16", "precision=fp32"]))
 
 
 def test_profilers_add_their_steps_after_the_measured_windows(compose_cfg):

@@ -3,6 +3,7 @@ and show everything with RN50_VERBOSE=1."""
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 
@@ -24,7 +25,9 @@ pl.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=Fa
 cpu_precision_warning("amp", "cpu")
 """
 
-NOISE = ("💡 Tip", "litlogger", "GPU available:", "TPU available:", "LeafSpec", "`Trainer.fit` stopped")
+NOISE = ("💡 Tip", "litlogger", "GPU available:", "TPU available:", "LeafSpec", "`Trainer.fit` stopped",
+         # Lightning prints this hint only on hosts with SLURM's srun (CI installs SLURM).
+         *(["The `srun` command is available"] if shutil.which("srun") else []))
 
 
 def fit(verbose: bool) -> str:

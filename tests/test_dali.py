@@ -14,8 +14,10 @@ pytest.importorskip("nvidia.dali")
 from PIL import Image  # noqa: E402
 
 from rn50 import dali  # noqa: E402
-from rn50.dali import DaliData, shard_files  # noqa: E402
+from rn50 import data as pipelines  # noqa: E402
+from rn50.dali import DaliData, DaliLoader, shard_files  # noqa: E402
 from rn50.errors import Rn50Error  # noqa: E402
+from rn50.schema import validate  # noqa: E402
 
 # Folders made out of order: labels must follow the sorted names, as with torchvision's ImageFolder.
 CLASSES = ["cat", "ant", "bee"]
@@ -38,7 +40,7 @@ def tree(tmp_path_factory):
 
 def data(root, rank=0, world=1, channels_last=True, fp16=False):
     dm = DaliData(str(root), batch_size=BATCH, image_size=SIZE, num_threads=2,
-                  channels_last=channels_last, fp16=fp16, seed=7)
+                  channels_last=channels_last, fp16=fp16, seed=7, endless=True)
     dm.trainer = SimpleNamespace(global_rank=rank, world_size=world,
                                  strategy=SimpleNamespace(root_device=torch.device("cpu")))
     return dm
@@ -46,6 +48,36 @@ def data(root, rank=0, world=1, channels_last=True, fp16=False):
 
 def batches(dm, n):
     return list(itertools.islice(dm.train_dataloader(), n))
+
+
+# Each data.dali key at a value other than its default (MLPerf-sized paddings and hints); the
+# GPU-only ones reach DALI's CPU decoder, which takes and ignores them, or are skipped on a CPU.
+LEVERS = {
+    "num_threads=1": lambda dm, pipe: dm.num_threads == pipe.num_threads == 1,
+    "prefetch_queue_depth=3": lambda dm, pipe: pipe.prefetch_queue_depth == 3,
+    "hw_decoder_load=0.99": lambda dm, pipe: dm.options.hw_decoder_load == 0.99,
+    "device_memory_padding=211025920": lambda dm, pipe: dm.options.device_memory_padding == 211025920,
+    "host_memory_padding=140544512": lambda dm, pipe: dm.options.host_memory_padding == 140544512,
+    "preallocate_width_hint=5980": lambda dm, pipe: dm.options.preallocate_width_hint == 5980,
+    "preallocate_height_hint=6430": lambda dm, pipe: dm.options.preallocate_height_hint == 6430,
+    "output_dtype=float16": lambda dm, pipe: dm.fp16,
+    "output_dtype=float32": lambda dm, pipe: not dm.fp16,
+    "stream_outputs=true": lambda dm, pipe: dm.options.stream_outputs,
+}
+
+
+@pytest.mark.parametrize("lever", LEVERS)
+def test_each_dali_key_composes_and_runs_a_step(tree, compose_cfg, lever):
+    # bf16: auto gives float32 outputs, and float16 is allowed too.
+    cfg = validate(compose_cfg(["data=dali", f"data.root={tree}", "precision=bf16", f"data.image_size={SIZE}",
+                                f"data.batch_size={BATCH}", "data.num_workers=2", f"data.dali.{lever}"]))
+    dm = pipelines.build(cfg)
+    pipe = dm._pipeline(torch.device("cpu"), rank=0, world=1)
+    images, labels = next(iter(DaliLoader(dm, pipe, rank=0, world=1)))
+    assert LEVERS[lever](dm, pipe)
+    assert images.shape == (BATCH, 3, SIZE, SIZE) and labels.shape == (BATCH,)
+    assert images.dtype == (torch.float16 if lever == "output_dtype=float16" else torch.float32)
+    assert images.is_contiguous(memory_format=torch.channels_last)
 
 
 @pytest.mark.parametrize("channels_last", [True, False])
@@ -109,3 +141,16 @@ def test_missing_dali_is_one_line_naming_the_extras(monkeypatch):
     assert "\n" not in message and 'pip install -e ".[dali-cuda130]"' in message
     assert all(extra in message for extra in ("dali-cuda110", "dali-cuda120", "dali-cuda130"))
     assert "pick the one matching your CUDA major version" in message
+
+
+def test_bare_loop_takes_dali_batches(tree, capsys):
+    from rn50 import baseline
+
+    common = ["--arch", "resnet18", "--precision", "fp32", "--batch-size", str(BATCH), "--image-size", str(SIZE),
+              "--warmup-steps", "1", "--steps", "2", "--data-root", str(tree), "--dali", "num_threads=1"]
+    for extra in ([], ["--decode-only"]):
+        result = baseline.main([*common, *extra])
+        assert result["images_per_sec"] > 0 and result["data_root"] == str(tree)
+    with pytest.raises(SystemExit):
+        baseline.main([*common, "--dali", "prefetch_queue_depth=0"])
+    assert "rn50.baseline: error: data.dali.prefetch_queue_depth=0 is out of range" in capsys.readouterr().err

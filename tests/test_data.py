@@ -3,12 +3,18 @@
 from types import SimpleNamespace
 
 import pytest
+import pytorch_lightning as pl
 import torch
 
 from conftest import TINY, make_tree, rn50, runs_in
+from rn50 import data
 from rn50.checks import count_train_images
 from rn50.data import ImageFolderData
 from rn50.errors import ConfigError
+from rn50.rank import build_trainer
+from rn50.schema import validate
+from rn50.throughput import ThroughputCallback
+from rn50.timing import summarize
 
 REAL = [*TINY, "data.num_workers=1"]
 
@@ -90,3 +96,59 @@ def test_corrupt_jpeg_is_named(tmp_path, pipeline):
     assert len(errors) == 1 and bad.name in errors[0], proc.stderr[-2000:]
     (run,) = runs_in(tmp_path)
     assert run.info.status == "FAILED" and bad.name in run.data.tags["error"]
+
+
+class ChannelMeans(pl.LightningModule):
+    """A linear layer on each image's channel means: a cheap step, so the data path is what runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(3, 2)
+        self.seen = []  # (Lightning's epoch, batch size) of each step
+
+    def training_step(self, batch, batch_idx):
+        images, labels = batch
+        self.seen.append((self.current_epoch, len(labels)))
+        return torch.nn.functional.cross_entropy(self.layer(images.float().mean(dim=(2, 3))), labels % 2)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize("endless", [True, False], ids=["endless", "epochs"])
+@pytest.mark.parametrize("pipeline", ["imagefolder", "dali"])
+def test_epoch_ends_inside_the_measured_window(tmp_path, tree, compose_cfg, monkeypatch, pipeline, endless):
+    if pipeline == "dali":
+        pytest.importorskip("nvidia.dali")
+    # 12 images in batches of 4: an epoch every 3 steps. 2 warm-up steps, then a window of 7 steps
+    # (steps 2-8) with the epoch ends after steps 2, 5 and 8 inside it.
+    cfg = validate(compose_cfg([*REAL, "precision=fp32", f"data={pipeline}", f"data.root={tree}",
+                                "bench.warmup_steps=2", "bench.steps=7"]))
+    dm = data.build(cfg, endless=endless)
+    # imagefolder: each DataLoader pass (Lightning's epoch); dali: each pipeline built.
+    starts = spy(monkeypatch, torch.utils.data.DataLoader, "__iter__") if pipeline == "imagefolder" \
+        else spy(monkeypatch, type(dm), "_pipeline")
+    throughput = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu")
+    trainer = build_trainer(cfg, "cpu", [throughput], throughput.timer.total_steps, tmp_path)
+    model = ChannelMeans()
+    trainer.fit(model, datamodule=dm)
+    (window,) = throughput.timer.windows
+    assert len(window.step_ms) == 7 and [size for _, size in model.seen] == [4] * 9
+    assert summarize([window], 4, 1)["throughput/images_per_sec"] == pytest.approx(4 * 7 / window.seconds)
+    # Endless, Lightning never ends an epoch, so the loader is never restarted; with epochs it
+    # is, once per epoch, but the DALI pipeline and its prefetched batches stay.
+    epochs = [epoch for epoch, _ in model.seen]
+    assert epochs == ([0] * 9 if endless else [0, 0, 0, 1, 1, 1, 2, 2, 2])
+    assert len(starts) == (1 if endless or pipeline == "dali" else 3)
+
+
+def spy(monkeypatch, cls, name) -> list:
+    """Record every call of cls.name in the returned list."""
+    calls, original = [], getattr(cls, name)
+
+    def recorded(*args, **kwargs):
+        calls.append(args[1:])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(cls, name, recorded)
+    return calls

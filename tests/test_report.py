@@ -75,3 +75,17 @@ def test_description_is_the_table_cut_at_a_row(uri):
     assert "| 2800 |" in text and "| 2.50 |" in text and "| 1.50 |" in text
     short = report.description(rows, limit=len(text) - 1)
     assert short.endswith("1 more rows in sweep_report.md (artifacts).\n") and len(short) < len(text)
+
+
+def test_summary_metrics_are_logged_as_the_ui_should_show_them(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from rn50 import tracking
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("rounding")).info.run_id
+    tracking.log_results(uri, run_id, {"throughput/images_per_sec": 6223.510416486892, "mfu_pct": 15.284572746490362},
+                         series={"step_time_ms": [41.123456789]})
+    run = client.get_run(run_id)
+    assert run.data.metrics == {"throughput/images_per_sec": 6223.51, "mfu_pct": 15.2846, "step_time_ms": 41.123456789}
