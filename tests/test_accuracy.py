@@ -234,3 +234,30 @@ def test_slurm_requeues_a_signalled_job_into_the_same_run(slurm_cluster, tmp_pat
     client = tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "val/top1"))
     assert steps == [1, 2]
+
+
+def test_progress_is_one_line_per_epoch_off_a_terminal_and_a_bar_on_one():
+    import io
+    from types import SimpleNamespace
+
+    from rn50.progress import EpochProgress
+
+    row = {"epoch": 3, "train/loss": 2.3456, "val/top1": 0.456, "val/top5": 0.701,
+           "train/images_per_sec": 2345.0, "time/epoch_s": 56.0}
+    record = SimpleNamespace(history=[row])
+    trainer = SimpleNamespace(is_global_zero=True, current_epoch=2, num_training_batches=10)
+    plain = io.StringIO()
+    progress = EpochProgress(50, record, stream=plain, tty=False)
+    progress.on_train_start(trainer, None)
+    progress.on_train_epoch_start(trainer, None)
+    progress.on_train_batch_end(trainer, None, {"loss": torch.tensor(2.0)}, None, 0)
+    progress.on_train_epoch_end(trainer, None)
+    assert plain.getvalue() == ("rn50: epoch 3/50: loss 2.346, top-1 45.60%, top-5 70.10%, "
+                                "2,345 images/sec, 56 s\n")
+    bar = io.StringIO()
+    progress = EpochProgress(50, record, stream=bar, tty=True)
+    progress.on_train_start(trainer, None)
+    progress.on_train_epoch_start(trainer, None)
+    progress.on_train_epoch_end(trainer, None)
+    assert bar.getvalue().startswith("\rrn50: epoch 3/50 [") and "loss 2.346, top-1 45.60%" in bar.getvalue()
+    assert bar.getvalue().endswith("\n")
