@@ -11,6 +11,11 @@ MISSING_DALI = ('data=dali needs NVIDIA DALI: pip install -e ".[dali-cuda130]" (
                 'dali-cuda120, dali-cuda130: pick the one matching your CUDA major version)')
 
 
+def images_under(folder) -> int:
+    """Image files anywhere below folder, as ImageFolder finds them (subfolders too)."""
+    return sum(1 for _, _, files in os.walk(folder) for f in files if f.lower().endswith(IMAGE_EXTENSIONS))
+
+
 def count_train_images(root: str, global_batch: int) -> int:
     """Check root/train/<class>/ before any process starts; ConfigError says what is wrong."""
     train = Path(root) / "train"
@@ -23,8 +28,7 @@ def count_train_images(root: str, global_batch: int) -> int:
         raise ConfigError(f"data.root={root}: train/ has no class folders; expected train/<class>/*.JPEG")
     images = 0
     for folder in classes:  # ImageFolder looks into subfolders too, and refuses an empty class
-        found = sum(1 for _, _, files in os.walk(folder) for f in files
-                    if f.lower().endswith(IMAGE_EXTENSIONS))
+        found = images_under(folder)
         if not found:
             raise ConfigError(f"data.root={root}: class folder {folder} has no images")
         images += found
@@ -53,7 +57,7 @@ def check_val_tree(root: str, world: int, num_classes: int) -> int:
     if len(names[train]) > num_classes:
         raise ConfigError(f"model.num_classes={num_classes} is out of range: data.root={root} has "
                           f"{len(names[train])} classes; use model.num_classes={len(names[train])} or more")
-    images = sum(1 for _, _, files in os.walk(val) for f in files if f.lower().endswith(IMAGE_EXTENSIONS))
+    images = images_under(val)
     if images < world:
         raise ConfigError(f"data.root={root}: val/ has {images} images, fewer than the {world} ranks that "
                           "each evaluate a slice of it; add images or use fewer processes")

@@ -194,6 +194,14 @@ class DaliData(pl.LightningDataModule):
         raise Rn50Error(f"DALI cannot decode {named} ({reason})") from exc
 
 
+def model_input(out: dict, channels_last: bool) -> tuple:
+    """(images, labels) of one DALI output as the model takes them."""
+    images = out["images"]
+    if channels_last:
+        images = images.permute(0, 3, 1, 2)  # NHWC memory seen as NCHW, no copy
+    return images, out["labels"]
+
+
 class DaliLoader:
     """One pipeline's batches as the model takes them: each pass over it is one epoch of the
     shard, or never ends with DaliData.endless."""
@@ -220,10 +228,7 @@ class DaliLoader:
         try:
             while True:
                 for [out] in self.iterator:
-                    images = out["images"]
-                    if self.data.channels_last:
-                        images = images.permute(0, 3, 1, 2)  # NHWC memory seen as NCHW, no copy
-                    yield images, out["labels"]
+                    yield model_input(out, self.data.channels_last)
                     self.done += 1
                 if not self.data.endless:
                     return
@@ -254,8 +259,7 @@ class EvalBatches:
 
     def __iter__(self):
         for [out] in self.it:
-            images = out["images"]
-            yield (images.permute(0, 3, 1, 2) if self.channels_last else images), out["labels"]
+            yield model_input(out, self.channels_last)
 
 
 def _decodes(path: str) -> bool:

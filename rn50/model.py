@@ -13,9 +13,12 @@ def build_network(arch: str, num_classes: int, channels_last: bool) -> nn.Module
     return net.to(memory_format=torch.channels_last) if channels_last else net
 
 
-def build_optimizer(params, optim, fused: bool) -> torch.optim.Optimizer:
+def build_optimizer(params, optim, fused: bool, lr=None) -> torch.optim.Optimizer:
+    """SGD with momentum at optim.lr, or at lr (train=accuracy's rate scaled with the batch);
+    param groups that set their own weight_decay keep it."""
     return torch.optim.SGD(
-        params, lr=optim.lr, momentum=optim.momentum, weight_decay=optim.weight_decay, fused=fused
+        params, lr=optim.lr if lr is None else lr, momentum=optim.momentum, weight_decay=optim.weight_decay,
+        fused=fused,
     )
 
 

@@ -8,7 +8,7 @@ from torch import nn
 
 from rn50 import accuracy, schedule
 from rn50.lars import LARS
-from rn50.model import ResNetModule
+from rn50.model import ResNetModule, build_optimizer
 from rn50.schema import OptimName
 
 
@@ -25,11 +25,11 @@ def param_groups(net: nn.Module, weight_decay: float) -> List[Dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def build_optimizer(net: nn.Module, optim, lr: float, fused: bool) -> torch.optim.Optimizer:
+def recipe_optimizer(net: nn.Module, optim, lr: float, fused: bool) -> torch.optim.Optimizer:
     groups = param_groups(net, optim.weight_decay)
     if optim.name == OptimName.lars:
         return LARS(groups, lr=lr, momentum=optim.momentum, trust=optim.lars_trust)
-    return torch.optim.SGD(groups, lr=lr, momentum=optim.momentum, fused=fused)
+    return build_optimizer(groups, optim, fused, lr=lr)
 
 
 class AccuracyModule(ResNetModule):
@@ -73,7 +73,7 @@ class AccuracyModule(ResNetModule):
 
     def configure_optimizers(self):
         lr = schedule.scaled_lr(self.optim_cfg.lr, self.global_batch)
-        optimizer = build_optimizer(self.net, self.optim_cfg, lr, self.fused)
+        optimizer = recipe_optimizer(self.net, self.optim_cfg, lr, self.fused)
         # Not Lightning's estimated_stepping_batches: it builds the training iterator before a
         # resumed run's epoch is restored, and that epoch would replay the first one's data.
         sched = schedule.scheduler(optimizer, self.steps_per_epoch, self.train_cfg.lr_warmup_epochs,

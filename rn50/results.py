@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from rn50 import mfu, nvml, timing
-from rn50.schema import dist_name
+from rn50.schema import TrainName, dist_name
 
 
 @dataclass
@@ -131,7 +131,7 @@ def training_headline(name: str, metrics: Dict[str, Any]) -> str:
 def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: str, cfg) -> List[str]:
     """step_times.csv, ranks.csv, gpu_telemetry.csv and summary.json in `out`; their paths.
     train=accuracy: summary.json and epochs.jsonl (rn50/training.py writes it)."""
-    if cfg.train.name.value == "accuracy":
+    if cfg.train.name == TrainName.accuracy:
         summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name.value,
                    "batch_size": ranks[0].batch_size, **record.metrics, "target_reached": record.tags["target_reached"]}
         (out / "summary.json").write_text(json.dumps(summary) + "\n")
