@@ -8,7 +8,8 @@
 # over several calls into the same OUTDIR; the table covers every result OUTDIR holds.
 # BUDGET_S (default 560) bounds the call: a run that would pass it is skipped and reported. All
 # phases are 27 runs, more than one 10-minute call: e.g. "defaults fastest bare", then "levers",
-# then "dist imagefolder", each call regenerating the same tree (same seed) first.
+# then "dist imagefolder", each call regenerating the same tree (same seed) first. LEVERS (a
+# space-separated list of data.dali settings, "bf16" for the bf16 runs) narrows the levers phase.
 # IMAGES_PER_CLASS (default 100): 100 classes of it, 10,000 JPEGs of ~112 KB, an epoch every 39
 # steps at batch 256, so every measured window crosses epoch ends.
 set -uo pipefail
@@ -59,15 +60,18 @@ if want fastest; then
 fi
 if want levers; then  # one lever at a time at the fastest settings, where DALI fell furthest behind
   # MLPerf-sized nvJPEG buffers and hardware-decoder hints (NVIDIA's ResNet-50 DALI loader).
-  for lever in hw_decoder_load=0.99 hw_decoder_load=0 prefetch_queue_depth=3 prefetch_queue_depth=4 \
+  for lever in ${LEVERS:-hw_decoder_load=0.99 hw_decoder_load=0 prefetch_queue_depth=3 prefetch_queue_depth=4 \
       num_threads=4 num_threads=12 device_memory_padding=211025920 host_memory_padding=140544512 \
-      preallocate_width_hint=5980,preallocate_height_hint=6430 stream_outputs=true; do
+      preallocate_width_hint=5980,preallocate_height_hint=6430 stream_outputs=true}; do
+    [ "$lever" = bf16 ] && continue
     rn50 "lever_${lever//[=,]/_}" "${fastest[@]}" "${dali[@]}" $(tr , '\n' <<< "$lever" | sed 's/^/data.dali./')
   done
   # bf16 feeds the model float32 by default; float16 halves what the pipeline writes.
+  [ -n "${LEVERS:-}" ] && [[ " $LEVERS " != *" bf16 "* ]] || {
   rn50 bf16_synthetic precision=bf16
   rn50 bf16_dali precision=bf16 "${dali[@]}"
   rn50 bf16_dali_float16 precision=bf16 "${dali[@]}" data.dali.output_dtype=float16
+  }
 fi
 if want bare; then
   bare bare_synthetic --precision amp

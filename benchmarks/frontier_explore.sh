@@ -28,5 +28,15 @@ for setting in ${SETTINGS:-eager_amp_256 eager_amp_512_graph compile_amp_512 com
     compile_amp_400)        run $setting --precision amp --batch-size 400 --compile ;;
     compile_amp_256)        run $setting --precision amp --batch-size 256 --compile ;;
     compile_amp_512_mat)    run $setting --precision amp --batch-size 512 --compile --compile-mode max-autotune-no-cudagraphs ;;
+    compile_amp_512_ma)     run $setting --precision amp --batch-size 512 --compile --compile-mode max-autotune ;;
+    compile_amp_448_ro)     run $setting --precision amp --batch-size 448 --compile --compile-mode reduce-overhead ;;
+    compile_amp_576_ro)     run $setting --precision amp --batch-size 576 --compile --compile-mode reduce-overhead ;;
+    compile_amp_640_ro)     run $setting --precision amp --batch-size 640 --compile --compile-mode reduce-overhead ;;
+    # inductor re-tunes the block sizes of its own (batch-norm and elementwise) Triton kernels
+    compile_amp_512_ro_cdt) TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 \
+                            run $setting --precision amp --batch-size 512 --compile --compile-mode reduce-overhead ;;
+    # inductor benchmarks several block-size configs for each pointwise and reduction kernel
+    compile_amp_512_ro_pw)  TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE=1 \
+                            run $setting --precision amp --batch-size 512 --compile --compile-mode reduce-overhead ;;
   esac
 done

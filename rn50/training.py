@@ -38,6 +38,7 @@ class EpochRecord(pl.Callback):
         self.history: List[Dict[str, float]] = []
         self.to_target_s: Optional[float] = None
         self._started = self._train_end = 0.0
+        self._epoch_end: Optional[float] = None  # the last epoch's end in this process
 
     def state_dict(self):
         return {"history": self.history, "to_target_s": self.to_target_s}
@@ -52,7 +53,26 @@ class EpochRecord(pl.Callback):
     def on_train_start(self, trainer, pl_module):
         self._started = time.perf_counter()
 
+    def _close_turnover(self, trainer, pl_module):
+        """The seconds from the last epoch's end to now: its checkpoint write (ModelCheckpoint
+        runs after every other epoch-end hook) and Lightning's epoch turnover. Counted into
+        time/elapsed_s from the next epoch on, so time to target is wall-clock time."""
+        if self._epoch_end is None or not self.history:
+            return
+        self.history[-1]["time/checkpoint_s"] = self._now(pl_module) - self._epoch_end
+        self._epoch_end = None
+        self._save(trainer)
+
+    def _save(self, trainer):
+        if trainer.is_global_zero:  # the epochs so far, for a look while it runs
+            with open(self.out / EPOCHS_FILE, "w") as f:
+                f.writelines(json.dumps(r) + "\n" for r in self.history)
+
+    def on_train_end(self, trainer, pl_module):
+        self._close_turnover(trainer, pl_module)
+
     def on_train_epoch_start(self, trainer, pl_module):
+        self._close_turnover(trainer, pl_module)
         epoch = trainer.current_epoch
         pl.seed_everything(self.seed + 100_003 * (epoch + 1) + trainer.global_rank, verbose=False)
         if hasattr(trainer.datamodule, "seed_epoch"):  # imagefolder's workers: before the epoch's iterator
@@ -75,22 +95,24 @@ class EpochRecord(pl.Callback):
         loss = pl_module.epoch_loss()
         now = self._now(pl_module)
         train_s = (self._train_end or now) - self._started
+        last = self.history[-1] if self.history else {}
         row = {"epoch": trainer.current_epoch + 1, "train/loss": loss,
                "train/images_per_sec": trainer.num_training_batches * self.global_batch / train_s,
-               "time/epoch_s": now - self._started, "time/elapsed_s": self.elapsed_s + now - self._started}
+               "time/epoch_s": now - self._started, "time/eval_s": now - self._train_end if self._train_end else 0.0,
+               "time/elapsed_s": self.elapsed_s + last.get("time/checkpoint_s", 0.0) + now - self._started}
         if pl_module.evaluation is not None:
             row["val/top1"], row["val/top5"] = pl_module.evaluation["top1"], pl_module.evaluation["top5"]
             row["val/images"] = pl_module.evaluation["images"]  # every rank's, each image once
             if self.to_target_s is None and row["val/top1"] >= self.target:
                 self.to_target_s = row["time/elapsed_s"]
         self.history.append(row)
-        if trainer.is_global_zero:  # the epochs so far, for a look while it runs
-            with open(self.out / EPOCHS_FILE, "w") as f:
-                f.writelines(json.dumps(r) + "\n" for r in self.history)
+        self._epoch_end = now
+        self._save(trainer)
 
     def metrics(self) -> Dict[str, float]:
         tops = [r["val/top1"] for r in self.history if "val/top1" in r]
-        metrics = {"time/train_s": self.elapsed_s, "train/epochs": float(len(self.history))}
+        last_write = self.history[-1].get("time/checkpoint_s", 0.0) if self.history else 0.0
+        metrics = {"time/train_s": self.elapsed_s + last_write, "train/epochs": float(len(self.history))}
         if tops:
             metrics["val/best_top1"] = max(tops)
             metrics["val/images"] = [r["val/images"] for r in self.history if "val/images" in r][-1]
@@ -100,7 +122,8 @@ class EpochRecord(pl.Callback):
 
     def series(self) -> Dict[str, List[tuple]]:
         """Each per-epoch metric as (epoch, value) pairs; val/* only for the epochs evaluated."""
-        keys = ("train/loss", "train/images_per_sec", "time/epoch_s", "time/elapsed_s", "val/top1", "val/top5")
+        keys = ("train/loss", "train/images_per_sec", "time/epoch_s", "time/eval_s", "time/checkpoint_s",
+                "time/elapsed_s", "val/top1", "val/top5")
         return {k: [(int(r["epoch"]), r[k]) for r in self.history if k in r] for k in keys}
 
 
