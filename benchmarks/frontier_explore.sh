@@ -36,7 +36,7 @@ for setting in ${SETTINGS:-eager_amp_256 eager_amp_512_graph compile_amp_512 com
     compile_amp_512_ro_cdt) TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 \
                             run $setting --precision amp --batch-size 512 --compile --compile-mode reduce-overhead ;;
     # inductor benchmarks several block-size configs for each pointwise and reduction kernel
-    compile_amp_512_ro_pw)  TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE=1 \
-                            run $setting --precision amp --batch-size 512 --compile --compile-mode reduce-overhead ;;
+    compile_amp_512_ro_pw)  run $setting --precision amp --batch-size 512 --compile --compile-mode reduce-overhead \
+                                --autotune-pointwise ;;
   esac
 done

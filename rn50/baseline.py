@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from rn50 import nvml
+from rn50.compilation import configure_inductor
 from rn50.errors import error_line
 from rn50.model import build_network, build_optimizer
 from rn50.precision import StaticGradScaler, set_math_mode
@@ -117,6 +118,8 @@ def main(argv=None) -> dict:
     p.add_argument("--compile", action="store_true")
     p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES,
                    help="with --compile; reduce-overhead is what rn50's model.cuda_graphs=true runs")
+    p.add_argument("--autotune-pointwise", action="store_true",
+                   help="with --compile: rn50's model.autotune_pointwise=true")
     p.add_argument("--conv-1x1-as-mm", action="store_true",
                    help="inductor lowers 1x1 convolutions to matmuls it can fuse with their neighbours")
     p.add_argument("--cuda-graph", action="store_true",
@@ -149,6 +152,7 @@ def main(argv=None) -> dict:
         import torch._inductor.config as inductor
 
         inductor.conv_1x1_as_mm = True
+    configure_inductor(args.autotune_pointwise)
     options = dict(image_size=args.image_size, channels_last=args.channels_last,
                    compile_mode=args.compile_mode if args.compile else None, loss_scale=args.loss_scale,
                    ddp=world > 1)

@@ -45,12 +45,15 @@ class Meter:
         self.clock, self.interval_s = clock, (REDRAW_S if self.tty else interval_s)
         self.started = self.last = clock()
         self.done, self._drawn = 0, 0
+        self._first: Optional[tuple] = None  # (done, time) at the first update that counted any
         self.finished = False
         self._write(self._line(""), force=True)
 
     def update(self, done: int, note: str = "") -> None:
         """done of total so far; note is appended (e.g. the current images/sec)."""
         self.done = done
+        if self._first is None and done > 0:
+            self._first = (done, self.clock())
         if self.clock() - self.last >= self.interval_s:
             self._write(self._line(note))
 
@@ -67,8 +70,10 @@ class Meter:
 
     def _line(self, note: str, final: bool = False) -> str:
         count = f"{self.done}/{self.total} {self.unit}"
-        if not final and 0 < self.done < self.total:
-            per_item = (self.clock() - self.started) / self.done
+        # The time left is paced by the items after the first: a run's first step autotunes
+        # cuDNN and compiles, and would put minutes on a warm-up that takes seconds.
+        if not final and self._first is not None and self._first[0] < self.done < self.total:
+            per_item = (self.clock() - self._first[1]) / (self.done - self._first[0])
             note = ", ".join(filter(None, [note, f"~{_duration(per_item * (self.total - self.done))} left"]))
         if self.tty:
             filled = self.width * min(self.done, self.total) // max(self.total, 1)

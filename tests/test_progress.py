@@ -118,3 +118,15 @@ def test_fake_imagenet_shows_progress(tmp_path, capsys):
     make(tmp_path / "out", classes=2, train_per_class=2, val_per_class=0, workers=1, progress=True)
     lines = capsys.readouterr().err.splitlines()  # pytest's capture is not a terminal: plain lines
     assert lines[0] == "fake_imagenet 0/4 images" and lines[-1].startswith("fake_imagenet 4/4 images, ")
+
+
+def test_time_left_is_paced_by_the_steps_after_the_first():
+    """The first step autotunes and compiles: a 60 s first step of a 20-step warm-up at 1 s a
+    step afterwards leaves ~18 s, not ~18 minutes, and step 1 alone gives no estimate."""
+    clock, out = FakeClock(), io.StringIO()
+    meter = Meter("rn50: warm-up", 20, stream=out, clock=clock, tty=False, interval_s=0.0)
+    clock.t += 60
+    meter.update(1)
+    clock.t += 1
+    meter.update(2)
+    assert out.getvalue().splitlines()[1:] == ["rn50: warm-up 1/20 steps", "rn50: warm-up 2/20 steps, ~18 s left"]
