@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue-13 verification on one GPU, in one call of under 10 minutes: rn50 at its defaults,
 # experiment=fastest, experiment=mlperf and data.batch_size=auto, and the bare PyTorch loop at the
-# fastest settings (right after rn50's fastest run, so its compile finds inductor's cache warm),
+# defaults and at the fastest settings (right after rn50's fastest run, so its compile finds inductor's cache warm),
 # then a table of images/sec, rn50 / bare, images per joule and MFU.
 # Usage: benchmarks/frontier_gpu.sh OUTDIR   (from the repository root, as core_gpu.sh)
 # OUTDIR gets 4 files: env.txt, table.md, results.json, runs.tar.gz (every run's directory and log).
@@ -37,6 +37,7 @@ bare() {  # name, then rn50.baseline arguments
 }
 
 rn50 defaults
+bare bare_defaults --precision amp
 rn50 fastest experiment=fastest
 bare bare_fastest --precision amp --batch-size 512 --compile --compile-mode reduce-overhead --autotune-pointwise
 rn50 mlperf experiment=mlperf
@@ -61,11 +62,14 @@ for name, command in runs:
     summary = work / name / "summary.json"
     results[name] = json.loads(summary.read_text()) if summary.exists() else {"failed": last_line(work / f"{name}.log")}
     results[name]["command"] = command
-bare_file = work / "bare_fastest.json"
-bare_lines = bare_file.read_text().splitlines() if bare_file.exists() else []
-bare = json.loads(bare_lines[-1]) if bare_lines else {"failed": last_line(work / "bare_fastest.log")}
-bare["command"] = "python -m rn50.baseline --precision amp --batch-size 512 --compile --compile-mode reduce-overhead --autotune-pointwise"
-results["bare_fastest"] = bare
+bares = {"defaults": ("bare_defaults", "python -m rn50.baseline --precision amp"),
+         "fastest": ("bare_fastest", "python -m rn50.baseline --precision amp --batch-size 512 --compile "
+                                     "--compile-mode reduce-overhead --autotune-pointwise")}
+for name, command in bares.values():
+    lines = (work / f"{name}.json").read_text().splitlines() if (work / f"{name}.json").exists() else []
+    results[name] = json.loads(lines[-1]) if lines else {"failed": last_line(work / f"{name}.log")}
+    results[name]["command"] = command
+bare = results["bare_fastest"]
 fast = results["fastest"]
 if "images_per_sec" in bare and "model/gflops_per_image" in fast and "mfu/peak_tflops_per_device" in fast:
     tflops = bare["images_per_sec"] * fast["model/gflops_per_image"] / 1e3
@@ -83,7 +87,8 @@ for name, r in results.items():
         rows.append(f"| `{r['command']}` | - | failed: {r['failed']} | - | - | - | - | - | - |")
         continue
     ips = r.get("throughput/images_per_sec", r.get("images_per_sec"))
-    ratio = ips / bare["images_per_sec"] if name == "fastest" and "images_per_sec" in bare else None
+    reference = results.get(bares[name][0], {}) if name in bares else {}
+    ratio = ips / reference["images_per_sec"] if "images_per_sec" in reference else None
     ipj = r.get("energy/images_per_joule", r.get("images_per_joule"))
     rows.append(f"| `{r['command']}` | {r.get('batch_size', '-')} | {num(ips, '.1f')} | {num(ratio, '.3f')} | "
                 f"{num(ipj, '.2f')} | {num(1 / ipj if ipj else None, '.4f')} | {num(r.get('mfu_pct'), '.2f')} | "
