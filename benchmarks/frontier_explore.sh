@@ -38,5 +38,7 @@ for setting in ${SETTINGS:-eager_amp_256 eager_amp_512_graph compile_amp_512 com
     # inductor benchmarks several block-size configs for each pointwise and reduction kernel
     compile_amp_512_ro_pw)  run $setting --precision amp --batch-size 512 --compile --compile-mode reduce-overhead \
                                 --autotune-pointwise ;;
+    compile_amp_512_ro_pw_cdt) run $setting --precision amp --batch-size 512 --compile --compile-mode reduce-overhead \
+                                --autotune-pointwise --autotune-coordinate-descent ;;
   esac
 done

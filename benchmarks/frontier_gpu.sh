@@ -39,7 +39,7 @@ bare() {  # name, then rn50.baseline arguments
 rn50 defaults
 bare bare_defaults --precision amp
 rn50 fastest experiment=fastest
-bare bare_fastest --precision amp --batch-size 512 --compile --compile-mode reduce-overhead --autotune-pointwise
+bare bare_fastest --precision amp --batch-size 512 --compile --compile-mode reduce-overhead --autotune-pointwise --autotune-coordinate-descent
 rn50 mlperf experiment=mlperf
 rn50 auto data.batch_size=auto
 
@@ -64,7 +64,7 @@ for name, command in runs:
     results[name]["command"] = command
 bares = {"defaults": ("bare_defaults", "python -m rn50.baseline --precision amp"),
          "fastest": ("bare_fastest", "python -m rn50.baseline --precision amp --batch-size 512 --compile "
-                                     "--compile-mode reduce-overhead --autotune-pointwise")}
+                                     "--compile-mode reduce-overhead --autotune-pointwise --autotune-coordinate-descent")}
 for name, command in bares.values():
     lines = (work / f"{name}.json").read_text().splitlines() if (work / f"{name}.json").exists() else []
     results[name] = json.loads(lines[-1]) if lines else {"failed": last_line(work / f"{name}.log")}

@@ -120,6 +120,8 @@ def main(argv=None) -> dict:
                    help="with --compile; reduce-overhead is what rn50's model.cuda_graphs=true runs")
     p.add_argument("--autotune-pointwise", action="store_true",
                    help="with --compile: rn50's model.autotune_pointwise=true")
+    p.add_argument("--autotune-coordinate-descent", action="store_true",
+                   help="with --compile: rn50's model.autotune_coordinate_descent=true")
     p.add_argument("--conv-1x1-as-mm", action="store_true",
                    help="inductor lowers 1x1 convolutions to matmuls it can fuse with their neighbours")
     p.add_argument("--cuda-graph", action="store_true",
@@ -152,7 +154,7 @@ def main(argv=None) -> dict:
         import torch._inductor.config as inductor
 
         inductor.conv_1x1_as_mm = True
-    configure_inductor(args.autotune_pointwise)
+    configure_inductor(args.autotune_pointwise, args.autotune_coordinate_descent)
     options = dict(image_size=args.image_size, channels_last=args.channels_last,
                    compile_mode=args.compile_mode if args.compile else None, loss_scale=args.loss_scale,
                    ddp=world > 1)

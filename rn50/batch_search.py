@@ -181,7 +181,7 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
     from rn50.compilation import CAPTURING_MODES, compile_mode, configure_inductor
 
     mode = compile_mode(cfg.model)
-    configure_inductor(cfg.model.autotune_pointwise)
+    configure_inductor(cfg.model.autotune_pointwise, cfg.model.autotune_coordinate_descent)
     fused = cfg.optim.fused if cfg.optim.fused is not None else device.type == "cuda"
     torch.backends.cudnn.benchmark = True  # as the Trainer's benchmark=True
     train = build_train_step(cfg.model.arch.value, cfg.precision.name.value, device,

@@ -28,19 +28,20 @@ def compile_mode(model_cfg) -> Optional[str]:
     return "reduce-overhead" if model_cfg.cuda_graphs and mode == "default" else mode
 
 
-def configure_inductor(autotune_pointwise: bool) -> None:
+def configure_inductor(autotune_pointwise: bool, autotune_coordinate_descent: bool) -> None:
     """Inductor's process-wide settings for the next compile. Set either way, since a warm rank
     (rn50/pool.py) compiles the next sweep point in the same process."""
     import torch._inductor.config as inductor
 
     inductor.max_autotune_pointwise = bool(autotune_pointwise)
+    inductor.coordinate_descent_tuning = bool(autotune_coordinate_descent)
 
 
 def check_cuda_graphs(cfg: DictConfig) -> None:
     """Refuse CUDA graphs where they cannot be captured, and record whether the run captures.
 
     model.cuda_graphs=true needs model.compile=true (the graphs are torch.compile's), and a GPU;
-    model.autotune_pointwise=true needs model.compile=true too. It
+    model.autotune_pointwise and model.autotune_coordinate_descent need model.compile=true too. It
     compiles with mode=reduce-overhead unless compile_mode is max-autotune, which captures
     too. A compiled run whose compile_mode captures by itself (reduce-overhead, max-autotune)
     gets cuda_graphs=true, so the recorded config says what ran. Raises ConfigError, one line
@@ -49,9 +50,10 @@ def check_cuda_graphs(cfg: DictConfig) -> None:
     """
     model = cfg.model
     mode = model.compile_mode.value
-    if model.autotune_pointwise and not model.compile:
-        raise ConfigError("model.autotune_pointwise=true tunes torch.compile's kernels, so it needs "
-                          "model.compile=true; add it, or model.autotune_pointwise=false")
+    for key in ("autotune_pointwise", "autotune_coordinate_descent"):
+        if model[key] and not model.compile:
+            raise ConfigError(f"model.{key}=true tunes torch.compile's kernels, so it needs "
+                              f"model.compile=true; add it, or model.{key}=false")
     if model.cuda_graphs and not model.compile:
         raise ConfigError("model.cuda_graphs=true needs model.compile=true: the graphs are captured "
                           "through torch.compile (mode=reduce-overhead); add it, or model.cuda_graphs=false")

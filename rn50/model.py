@@ -28,7 +28,7 @@ class ResNetModule(pl.LightningModule):
         self.net = build_network(model_cfg.arch.value, model_cfg.num_classes, model_cfg.channels_last)
         mode = compile_mode(model_cfg)
         if mode is not None:  # model.compile, or model.cuda_graphs (reduce-overhead)
-            configure_inductor(model_cfg.autotune_pointwise)
+            configure_inductor(model_cfg.autotune_pointwise, model_cfg.autotune_coordinate_descent)
             self.net = torch.compile(self.net, mode=mode)
         self.optim_cfg, self.fused = optim_cfg, fused
         self.criterion = nn.CrossEntropyLoss()

@@ -18,7 +18,7 @@ def test_fastest_is_the_best_measured_setting(compose_cfg):
     cfg = on_gpu(compose_cfg(["experiment=fastest"]))
     assert cfg.precision.name == PrecisionName.amp and cfg.data.batch_size == 512
     assert cfg.model.compile and cfg.model.cuda_graphs and cfg.model.channels_last
-    assert cfg.model.autotune_pointwise
+    assert cfg.model.autotune_pointwise and cfg.model.autotune_coordinate_descent
     validate(cfg)
     assert compile_mode(cfg.model) == "reduce-overhead" and cfg.model.compile_mode.value == "reduce-overhead"
 
@@ -66,6 +66,8 @@ def test_cuda_graphs_on_the_cpu_is_one_line_and_no_run(tmp_path):
     (["model.compile=true", "model.cuda_graphs=true", "bench.warmup_steps=2"], r"bench\.warmup_steps=2 is too few"),
     (["model.autotune_pointwise=true"], "model.autotune_pointwise=true tunes torch.compile's kernels, so it needs "
                                         "model.compile=true"),
+    (["model.autotune_coordinate_descent=true"], "model.autotune_coordinate_descent=true tunes torch.compile's "
+                                                 "kernels, so it needs model.compile=true"),
 ])
 def test_captures_that_cannot_work_name_the_key(compose_cfg, overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -117,7 +119,7 @@ def test_autotune_pointwise_is_set_for_each_compile_of_a_warm_rank():
 
     from rn50.compilation import configure_inductor
 
-    configure_inductor(True)
-    assert inductor.max_autotune_pointwise is True
-    configure_inductor(False)
-    assert inductor.max_autotune_pointwise is False
+    configure_inductor(True, True)
+    assert inductor.max_autotune_pointwise is True and inductor.coordinate_descent_tuning is True
+    configure_inductor(False, False)
+    assert inductor.max_autotune_pointwise is False and inductor.coordinate_descent_tuning is False
