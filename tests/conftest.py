@@ -6,12 +6,16 @@ import tempfile
 import sys
 from pathlib import Path
 
-import pytest
-from hydra import compose, initialize_config_dir
-from mlflow.tracking import MlflowClient
+# pytest-xdist runs 2 workers on CI's 2 cores: one thread each for torch here and in every rn50
+# subprocess, or each would spin 2 OpenMP threads and the runs slow each other down several-fold.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import rn50.schema  # noqa: F401  registers the schema Hydra composes into
-from slurm_cluster import slurm_cluster  # noqa: F401  one SLURM test cluster for the session
+import pytest  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+import rn50.schema  # noqa: F401,E402  registers the schema Hydra composes into
+from slurm_cluster import slurm_cluster  # noqa: F401,E402  one SLURM test cluster for the session
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
