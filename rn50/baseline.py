@@ -220,7 +220,7 @@ def dali_batches(args, device: torch.device, rank: int, world: int) -> Iterator:
     from rn50.schema import Rn50Config, validate
 
     cfg = OmegaConf.merge(OmegaConf.structured(Rn50Config), OmegaConf.from_dotlist([
-        "data.name=dali", f"data.root={args.data_root}", f"data.batch_size={args.batch_size}",
+        "data._target_=rn50.pipelines.Dali", "data.name=dali", f"data.root={args.data_root}", f"data.batch_size={args.batch_size}",
         f"data.image_size={args.image_size}", f"precision.name={args.precision}",
         f"precision.loss_scale={args.loss_scale}", f"model.channels_last={args.channels_last}",
         *[f"data.dali.{option}" for option in args.dali]]))

@@ -11,7 +11,6 @@ from torch.utils.data import DataLoader, DistributedSampler, Sampler, Subset
 from torchvision import datasets, transforms
 
 from rn50.accuracy import shard
-from rn50.schema import DaliDtype, DataName, PrecisionName, TrainName
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -141,19 +140,9 @@ class ImageFolderData(pl.LightningDataModule):
 
 
 def build(cfg, endless: bool = True) -> pl.LightningDataModule:
-    """The run's data module. endless (throughput runs): real data streams on across its epochs,
-    so a data set smaller than the measured window never stalls at an epoch end."""
-    d = cfg.data
-    if d.name == DataName.synthetic:
-        return SyntheticData(d.batch_size, d.image_size, cfg.model.num_classes, cfg.model.channels_last, cfg.seed)
-    validate = cfg.train.name == TrainName.accuracy
-    if d.name == DataName.imagefolder:
-        return ImageFolderData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, cfg.seed,
-                               endless=endless, validate=validate)
-    from rn50.dali import DaliData
+    """The run's data module, from its pipeline's class (rn50/pipelines.py). endless (throughput
+    runs): real data streams on across its epochs, so a data set smaller than the measured window
+    never stalls at an epoch end."""
+    from rn50 import pipelines
 
-    fp16 = d.dali.output_dtype == DaliDtype.float16 or (
-        d.dali.output_dtype == DaliDtype.auto and cfg.precision.name in (PrecisionName.amp, PrecisionName.amp_static))
-    threads = d.dali.num_threads if d.dali.num_threads is not None else d.num_workers
-    return DaliData(d.root, d.batch_size, d.image_size, threads, cfg.model.channels_last, fp16, cfg.seed,
-                    options=d.dali, endless=endless, validate=validate)
+    return pipelines.of(cfg).build(cfg, endless)

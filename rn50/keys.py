@@ -74,7 +74,9 @@ def closest(word: str, choices: Iterable[str]) -> Optional[str]:
 def children(section: str) -> List[str]:
     """The names directly under a section key ('' for the top level)."""
     prefix = section + "." if section else ""
-    return [k[len(prefix):] for k in schema_keys() if k.startswith(prefix) and "." not in k[len(prefix):]]
+    # Hydra's own keys (data._target_) are not the user's to set: left out of the list.
+    return [k[len(prefix):] for k in schema_keys()
+            if k.startswith(prefix) and "." not in k[len(prefix):] and not k[len(prefix):].startswith("_")]
 
 
 def closest_key(key: str) -> Optional[str]:

@@ -10,7 +10,6 @@ Nothing here imports torch: the GPU count comes from NVML.
 """
 
 import contextlib
-import importlib.util
 import logging
 import os
 import shlex
@@ -20,10 +19,10 @@ from typing import Callable, Iterator, Optional
 
 from omegaconf import DictConfig
 
-from rn50 import batch_search, checks, console, keys, ncu, nvml, pool, schema
+from rn50 import console, keys, ncu, nvml, pipelines, pool, schema
 from rn50.compilation import check_cuda_graphs
 from rn50.errors import ConfigError, RunFailed, error_line, failure_kind
-from rn50.schema import Accelerator, ClusterName, DataName, ProfilerName, TrainName, dist_name
+from rn50.schema import Accelerator, ClusterName, ProfilerName, dist_name
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +66,7 @@ def preflight(cfg: DictConfig, here: bool = True) -> None:
     cfg.dist.accelerator = resolve_accelerator(cfg, here)
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
     console.cpu_precision_warning(cfg.precision.name, cfg.dist.accelerator)
-    if cfg.data.name == DataName.dali and importlib.util.find_spec("nvidia.dali") is None:
-        raise ConfigError(checks.MISSING_DALI)
-    if cfg.data.name != DataName.synthetic:
-        world = cfg.dist.nodes * cfg.dist.gpus_per_node
-        batch = 1 if batch_search.is_auto(cfg) else cfg.data.batch_size  # auto: at least one image per rank
-        checks.count_train_images(cfg.data.root, batch * world)
-        if cfg.train.name == TrainName.accuracy:
-            checks.check_val_tree(cfg.data.root, world, cfg.model.num_classes)
+    pipelines.of(cfg).preflight(cfg, world=cfg.dist.nodes * cfg.dist.gpus_per_node)
     ncu.preflight(cfg)
 
 

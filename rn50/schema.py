@@ -14,6 +14,7 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
+from rn50 import pipelines
 from rn50.errors import ConfigError
 
 # Every ResNet downsamples by 32; below that BatchNorm sees a single value per channel.
@@ -34,12 +35,6 @@ class PrecisionName(Enum):
     amp = "amp"
     amp_static = "amp_static"
     bf16 = "bf16"
-
-
-class DataName(Enum):
-    synthetic = "synthetic"
-    imagefolder = "imagefolder"
-    dali = "dali"
 
 
 class DaliDtype(Enum):
@@ -158,8 +153,11 @@ class DaliConfig:
 
 @dataclass
 class DataConfig:
-    name: DataName = DataName.synthetic
-    """synthetic: one random batch kept on the device; imagefolder: torchvision DataLoader; dali: NVIDIA DALI."""
+    _target_: str = "rn50.pipelines.Synthetic"
+    """The pipeline's class (rn50/pipelines.py): Hydra's instantiate builds it from these keys."""
+    name: str = "synthetic"
+    """The option's name, as MLflow and the report show it: synthetic (one random batch kept on
+    the device), imagefolder (torchvision DataLoader), dali (NVIDIA DALI), or a pipeline of yours."""
     batch_size: Any = 256
     """Images per device per step (the global batch is this times the world size), or auto:
     each rank searches for the batch with the highest images/sec that fits (rn50/batch_search.py).
@@ -354,20 +352,14 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "bench.steps", "use 1 or more measured steps")
     _positive(cfg, "bench.repeats", "use 1 or more measured windows")
     _positive(cfg, "telemetry.interval_s", "use a positive sampling interval", 0.01)
-    if cfg.data.name != DataName.synthetic:
-        _positive(cfg, "data.num_workers", "use 1 or more workers", 1)
-        if not cfg.data.root:
-            raise ConfigError(
-                f"data.root is not set: data={cfg.data.name.value} needs data.root=/path/to/imagenet "
-                "(with train/<class>/*.JPEG; python -m rn50.fake_imagenet makes one)"
-            )
     _check_dali(cfg)
+    pipelines.of(cfg).check(cfg)
     _positive(cfg, "optim.lr", "use a learning rate above 0", 1e-12)
     _positive(cfg, "optim.momentum", "use a momentum of 0 or more", 0)
     _positive(cfg, "optim.weight_decay", "use a weight decay of 0 or more", 0)
     _positive(cfg, "optim.lars_trust", "use a trust coefficient above 0", 1e-12)
     if cfg.train.name == TrainName.accuracy:
-        _check_training(cfg)
+        _check_training(cfg, pipelines.of(cfg))
     if cfg.precision.name == PrecisionName.amp_static:
         _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
     if cfg.cluster.name == ClusterName.slurm:
@@ -409,6 +401,7 @@ def config_hash(cfg: DictConfig) -> str:
 
     tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     measured = {k: v for k, v in tree.items() if k not in NOT_MEASURED}
+    del measured["data"]["_target_"]  # data.name stands for it, as in hashes made before it existed
     # Keys that change nothing of a run stay out, so that hashes of runs made before they existed
     # still match (sweep.resume): train for a throughput run, LARS's keys for SGD, and resume.
     if measured["train"]["name"] == TrainName.throughput.value:
@@ -432,7 +425,7 @@ def run_name(cfg: DictConfig) -> str:
 
 def _check_dali(cfg: DictConfig) -> None:
     """data.dali's ranges, whatever the pipeline (as the profiler's keys are checked); its dtype
-    against the precision only where DALI feeds the model."""
+    against the precision is data=dali's own check (rn50/pipelines.py)."""
     dali = cfg.data.dali
     if dali.num_threads is not None:
         _positive(cfg, "data.dali.num_threads", "use 1 or more threads, or null for data.num_workers")
@@ -443,11 +436,6 @@ def _check_dali(cfg: DictConfig) -> None:
     for key in ("device_memory_padding", "host_memory_padding", "preallocate_width_hint",
                 "preallocate_height_hint"):
         _positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
-    fp32 = (PrecisionName.fp32, PrecisionName.tf32)
-    if cfg.data.name == DataName.dali and dali.output_dtype == DaliDtype.float16 and cfg.precision.name in fp32:
-        raise ConfigError(
-            f"data.dali.output_dtype=float16 needs an autocast precision (amp, amp_static, bf16), not "
-            f"precision={cfg.precision.name.value}; use data.dali.output_dtype=auto or float32")
 
 
 AUTO_BATCH = "auto"
@@ -463,10 +451,10 @@ def _check_batch_size(cfg: DictConfig) -> None:
     _positive(cfg, "data.batch_size", "use a batch size of 1 or more per device")
 
 
-def _check_training(cfg: DictConfig) -> None:
+def _check_training(cfg: DictConfig, pipeline) -> None:
     """train=accuracy's keys, and what it needs of the others."""
-    if cfg.data.name == DataName.synthetic:
-        raise ConfigError("train=accuracy needs labelled images but data=synthetic is random; use "
+    if not pipeline.labelled:
+        raise ConfigError(f"train=accuracy needs labelled images but data={cfg.data.name} {pipeline.unlabelled_why}; use "
                           "data=imagefolder or data=dali with data.root=/path/to/imagenet (train/ and val/)")
     if cfg.data.batch_size == AUTO_BATCH:
         raise ConfigError("data.batch_size=auto searches for throughput only; train=accuracy needs a fixed "

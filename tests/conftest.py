@@ -55,7 +55,8 @@ def rn50(cwd, *args, module="rn50", timeout=600, fresh_store=False, env=None):
     """
     if module == "rn50" and not fresh_store and not (Path(cwd) / "mlflow.db").exists():
         shutil.copy(_empty_store(), Path(cwd) / "mlflow.db")
-    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
+    extra = (env or {}).get("PYTHONPATH")  # a test's own modules, after rn50's
+    env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(ROOT), *([extra] if extra else [])])}
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,

@@ -16,7 +16,7 @@ def test_defaults_match_the_card(compose_cfg):
     cfg = validate(compose_cfg())
     assert cfg.model.arch == Arch.resnet50 and cfg.model.channels_last and not cfg.model.compile
     assert cfg.precision.name == PrecisionName.amp
-    assert (cfg.data.name.value, cfg.data.batch_size, cfg.data.image_size) == ("synthetic", 256, 224)
+    assert (cfg.data.name, cfg.data.batch_size, cfg.data.image_size) == ("synthetic", 256, 224)
     assert dist_name(cfg) == "1n1g" and cfg.dist.accelerator == Accelerator.auto
     assert (cfg.bench.warmup_steps, cfg.bench.steps) == (20, 100)
     assert cfg.mlflow.experiment_name == "rn50"

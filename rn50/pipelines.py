@@ -1,0 +1,130 @@
+"""Data pipelines as components: each data option's YAML names its class with `_target_`, and
+Hydra's instantiate builds it from the option's keys (cfg.data). The class answers three calls:
+
+- check(cfg): compose-time checks of its keys, before any process starts (ConfigError, one line
+  naming the key);
+- preflight(cfg, world): checks of this host's files and libraries, in the launcher;
+- build(cfg, endless): the Lightning data module, in each rank.
+
+This module imports neither torch nor Lightning (the launcher builds these objects too); a
+pipeline's build imports what it needs. Adding a pipeline is one YAML file in conf/data/ (or on
+hydra.searchpath) and one class: nothing in rn50 lists them.
+"""
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+from rn50.errors import ConfigError
+
+
+def of(cfg: DictConfig) -> "Pipeline":
+    """The run's data pipeline object, built from cfg.data's `_target_`."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(cfg.data, _convert_="none")
+    except InstantiationException as exc:
+        raise ConfigError(f"data._target_={cfg.data._target_} cannot be built: {exc.__cause__ or exc}; "
+                          "name a class that takes the data keys, such as rn50.pipelines.Dali") from None
+
+
+class Pipeline:
+    """What every data option answers. Its keys (cfg.data) arrive as keyword arguments."""
+
+    labelled = True
+    """Images with real labels: train=accuracy can learn from them."""
+    unlabelled_why = "has no labels"
+    """How train=accuracy's error says why it cannot learn from an unlabelled pipeline."""
+
+    def __init__(self, **keys: Any):
+        self.keys = keys
+
+    def check(self, cfg: DictConfig) -> None:
+        """Compose-time checks of cfg.data; nothing to check by default."""
+
+    def preflight(self, cfg: DictConfig, world: int) -> None:
+        """Checks of this host (files, libraries) before any rank starts; none by default."""
+
+    def build(self, cfg: DictConfig, endless: bool):
+        raise NotImplementedError(f"{type(self).__name__} builds no data module")
+
+
+class Synthetic(Pipeline):
+    """One random batch kept on the device: the input pipeline costs nothing."""
+
+    labelled, unlabelled_why = False, "is random"
+
+    def build(self, cfg: DictConfig, endless: bool):
+        from rn50.data import SyntheticData
+
+        d = cfg.data
+        return SyntheticData(d.batch_size, d.image_size, cfg.model.num_classes, cfg.model.channels_last, cfg.seed)
+
+
+class FileReader(Pipeline):
+    """A pipeline that reads data.root's ImageFolder tree (train/<class>/*, and val/ to evaluate)."""
+
+    def check(self, cfg: DictConfig) -> None:
+        from rn50.schema import _positive
+
+        _positive(cfg, "data.num_workers", "use 1 or more workers", 1)
+        if not cfg.data.root:
+            raise ConfigError(f"data.root is not set: data={cfg.data.name} needs data.root=/path/to/imagenet "
+                              "(with train/<class>/*.JPEG; python -m rn50.fake_imagenet makes one)")
+
+    def preflight(self, cfg: DictConfig, world: int) -> None:
+        from rn50 import batch_search, checks
+        from rn50.schema import TrainName
+
+        batch = 1 if batch_search.is_auto(cfg) else cfg.data.batch_size  # auto: at least one image per rank
+        checks.count_train_images(cfg.data.root, batch * world)
+        if cfg.train.name == TrainName.accuracy:
+            checks.check_val_tree(cfg.data.root, world, cfg.model.num_classes)
+
+
+class ImageFolder(FileReader):
+    """torchvision's ImageFolder and DataLoader: JPEGs decoded on the CPU by data.num_workers processes."""
+
+    def build(self, cfg: DictConfig, endless: bool):
+        from rn50.data import ImageFolderData
+        from rn50.schema import TrainName
+
+        d = cfg.data
+        return ImageFolderData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, cfg.seed,
+                               endless=endless, validate=cfg.train.name == TrainName.accuracy)
+
+
+class Dali(FileReader):
+    """NVIDIA DALI: JPEGs decoded on the GPU (the CPU on a CPU run), with data.dali's levers."""
+
+    def check(self, cfg: DictConfig) -> None:
+        from rn50.schema import DaliDtype, PrecisionName
+
+        super().check(cfg)
+        fp32 = (PrecisionName.fp32, PrecisionName.tf32)
+        if cfg.data.dali.output_dtype == DaliDtype.float16 and cfg.precision.name in fp32:
+            raise ConfigError(
+                f"data.dali.output_dtype=float16 needs an autocast precision (amp, amp_static, bf16), not "
+                f"precision={cfg.precision.name.value}; use data.dali.output_dtype=auto or float32")
+
+    def preflight(self, cfg: DictConfig, world: int) -> None:
+        import importlib.util
+
+        from rn50 import checks
+
+        if importlib.util.find_spec("nvidia.dali") is None:
+            raise ConfigError(checks.MISSING_DALI)
+        super().preflight(cfg, world)
+
+    def build(self, cfg: DictConfig, endless: bool):
+        from rn50.dali import DaliData
+        from rn50.schema import DaliDtype, PrecisionName, TrainName
+
+        d = cfg.data
+        fp16 = d.dali.output_dtype == DaliDtype.float16 or (
+            d.dali.output_dtype == DaliDtype.auto and cfg.precision.name in (PrecisionName.amp, PrecisionName.amp_static))
+        threads = d.dali.num_threads if d.dali.num_threads is not None else d.num_workers
+        return DaliData(d.root, d.batch_size, d.image_size, threads, cfg.model.channels_last, fp16, cfg.seed,
+                        options=d.dali, endless=endless, validate=cfg.train.name == TrainName.accuracy)
