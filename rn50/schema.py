@@ -104,7 +104,7 @@ class ModelConfig:
     autotune_coordinate_descent: bool = False
     """With model.compile: inductor refines each of its own kernels' block sizes and warps one
     step at a time while it gets faster (coordinate_descent_tuning). +3.7% on top of
-    autotune_pointwise at batch 512 on an H200; the first compile takes ~4 more minutes on 16
+    autotune_pointwise at batch 512 on an H200; the first compile takes ~3 more minutes on 16
     cores, later runs of the same shapes read the tuned configs from inductor's cache."""
     num_classes: int = 1000
     """Width of the classifier head."""
