@@ -137,6 +137,8 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     if args.data_root is None and (args.decode_only or args.dali):
         p.error("--decode-only and --dali need --data-root")
+    if (args.autotune_pointwise or args.autotune_coordinate_descent) and not args.compile:
+        p.error("--autotune-pointwise and --autotune-coordinate-descent tune torch.compile's kernels: add --compile")
     if args.data_root is not None and args.cuda_graph:
         p.error("--cuda-graph replays one batch's addresses, so it cannot take batches from --data-root")
 

@@ -24,15 +24,23 @@ def of(cfg: DictConfig) -> "Pipeline":
     from hydra.utils import instantiate
 
     try:
-        return instantiate(cfg.data, _convert_="none")
+        pipeline = instantiate(cfg.data, _convert_="none")
     except InstantiationException as exc:
         raise ConfigError(f"data._target_={cfg.data._target_} cannot be built: {exc.__cause__ or exc}; "
                           "name a class that takes the data keys, such as rn50.pipelines.Dali") from None
+    # data.name labels the run in MLflow; the option chooses the class. A name set on its own
+    # (data.name=dali) would record a pipeline that does not run.
+    if pipeline.name is not None and cfg.data.name != pipeline.name:
+        raise ConfigError(f"data.name={cfg.data.name} does not match data._target_={cfg.data._target_}, "
+                          f"which is data={pipeline.name}; choose the pipeline with data={cfg.data.name}")
+    return pipeline
 
 
 class Pipeline:
     """What every data option answers. Its keys (cfg.data) arrive as keyword arguments."""
 
+    name = None
+    """The option's name, which data.name must then be; None lets the YAML's name stand."""
     labelled = True
     """Images with real labels: train=accuracy can learn from them."""
     unlabelled_why = "has no labels"
@@ -54,7 +62,7 @@ class Pipeline:
 class Synthetic(Pipeline):
     """One random batch kept on the device: the input pipeline costs nothing."""
 
-    labelled, unlabelled_why = False, "is random"
+    name, labelled, unlabelled_why = "synthetic", False, "is random"
 
     def build(self, cfg: DictConfig, endless: bool):
         from rn50.data import SyntheticData
@@ -87,6 +95,8 @@ class FileReader(Pipeline):
 class ImageFolder(FileReader):
     """torchvision's ImageFolder and DataLoader: JPEGs decoded on the CPU by data.num_workers processes."""
 
+    name = "imagefolder"
+
     def build(self, cfg: DictConfig, endless: bool):
         from rn50.data import ImageFolderData
         from rn50.schema import TrainName
@@ -98,6 +108,8 @@ class ImageFolder(FileReader):
 
 class Dali(FileReader):
     """NVIDIA DALI: JPEGs decoded on the GPU (the CPU on a CPU run), with data.dali's levers."""
+
+    name = "dali"
 
     def check(self, cfg: DictConfig) -> None:
         from rn50.schema import DaliDtype, PrecisionName

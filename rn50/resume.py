@@ -65,11 +65,12 @@ def run_to_continue(cfg: DictConfig, out: Path, params: Dict[str, str]) -> Optio
         return None  # requeued before the first run was even recorded
     before = json.loads(info.read_text())
     old = before["params"]
-    changed = sorted(k for k in set(old) | set(params)
-                     if not k.startswith(MAY_DIFFER) and old.get(k) != params.get(k))
+    # Keys only one side has came or went with an rn50 version (data._target_, model.autotune_*):
+    # a checkpoint written before them still resumes.
+    changed = sorted(k for k in set(old) & set(params) if not k.startswith(MAY_DIFFER) and old[k] != params[k])
     if changed:
-        what = ", ".join(f"{k}={old.get(k, '(unset)')}" for k in changed[:3])
-        now = ", ".join(f"{k}={params.get(k, '(unset)')}" for k in changed[:3])
+        what = ", ".join(f"{k}={old[k]}" for k in changed[:3])
+        now = ", ".join(f"{k}={params[k]}" for k in changed[:3])
         raise ConfigError(f"train.resume=true: the checkpoint in {out} was trained with {what}, not {now}; "
                           "resume with that run's config, or start a new run in another hydra.run.dir")
     return before["run_id"]

@@ -401,15 +401,19 @@ def config_hash(cfg: DictConfig) -> str:
 
     tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     measured = {k: v for k, v in tree.items() if k not in NOT_MEASURED}
-    del measured["data"]["_target_"]  # data.name stands for it, as in hashes made before it existed
+    measured["data"].pop("_target_", None)  # data.name stands for it, as in hashes made before it existed
     # Keys that change nothing of a run stay out, so that hashes of runs made before they existed
-    # still match (sweep.resume): train for a throughput run, LARS's keys for SGD, and resume.
+    # still match (sweep.resume): train for a throughput run, LARS's keys for SGD, resume, and
+    # inductor's tuning keys while they are off.
     if measured["train"]["name"] == TrainName.throughput.value:
         del measured["train"]
     else:
         del measured["train"]["resume"]
     if measured["optim"]["name"] == OptimName.sgd.value:
         del measured["optim"]["name"], measured["optim"]["lars_trust"]
+    for key in ("autotune_pointwise", "autotune_coordinate_descent"):  # off: as before they existed
+        if not measured["model"].get(key, False):
+            measured["model"].pop(key, None)
     return hashlib.sha256(json.dumps(measured, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -52,6 +52,20 @@ class EpochRecord(pl.Callback):
 
     def on_train_start(self, trainer, pl_module):
         self._started = time.perf_counter()
+        if self.history and "time/checkpoint_s" not in self.history[-1]:
+            self._recover_last_write()
+
+    def _recover_last_write(self) -> None:
+        """A resumed run: its checkpoint was saved while its own write was being timed, so the
+        write's seconds are only in epochs.jsonl (if the next epoch got to start)."""
+        try:
+            rows = [json.loads(line) for line in (self.out / EPOCHS_FILE).read_text().splitlines()]
+        except (OSError, ValueError):
+            return
+        last = self.history[-1]
+        for row in rows:
+            if row.get("epoch") == last["epoch"] and "time/checkpoint_s" in row:
+                last["time/checkpoint_s"] = row["time/checkpoint_s"]
 
     def _close_turnover(self, trainer, pl_module):
         """The seconds from the last epoch's end to now: its checkpoint write (ModelCheckpoint

@@ -141,6 +141,12 @@ def test_bad_input_is_refused_before_any_run(compose_cfg, tmp_path):
     resume.remember(out, "run123", tracking.config_params(cfg))
     refused(["data=imagefolder", f"data.root={tree}", "train.resume=true"],
             r"the checkpoint in .* was trained with model\.arch=resnet18, not model\.arch=resnet50")
+    # A checkpoint from before a key existed (data._target_, model.autotune_*) still resumes.
+    older = {k: v for k, v in tracking.config_params(cfg).items() if k != "data._target_" and "autotune" not in k}
+    resume.remember(out, "run123", older)
+    resumed = compose_cfg([*SETTLED, "data.batch_size=2", "data=imagefolder", f"data.root={tree}", "model=resnet18",
+                           "train.resume=true"])
+    assert resume.run_to_continue(resumed, out, tracking.config_params(resumed)) == "run123"
 
 
 @pytest.mark.slow

@@ -80,3 +80,25 @@ def test_a_target_that_cannot_be_built_is_one_line(compose_cfg):
     cfg = compose_cfg(["data._target_=rn50.pipelines.NoSuchPipeline"])
     with pytest.raises(ConfigError, match=r"^data\._target_=rn50\.pipelines\.NoSuchPipeline cannot be built: "):
         pipelines.of(cfg)
+
+
+def test_data_name_alone_cannot_switch_the_pipeline(compose_cfg):
+    """data.name labels the run; a name that is not the class's would record a pipeline that did not run."""
+    with pytest.raises(ConfigError, match=r"^data\.name=dali does not match data\._target_=rn50\.pipelines\.Synthetic, "
+                                          r"which is data=synthetic; choose the pipeline with data=dali$"):
+        pipelines.of(compose_cfg(["data.name=dali"]))
+
+
+def test_the_hash_of_a_sweep_point_ignores_keys_that_change_nothing(compose_cfg):
+    """sweep.resume matches points by hash: data._target_ (data.name stands for it) and inductor's
+    tuning keys while off stay out, so points recorded before those keys existed still match."""
+    from omegaconf import OmegaConf
+
+    from rn50.schema import config_hash
+
+    cfg = compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db"])
+    before = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))  # untyped: keys can go
+    del before.data["_target_"], before.model["autotune_pointwise"], before.model["autotune_coordinate_descent"]
+    assert config_hash(cfg) == config_hash(before)
+    tuned = compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "model.compile=true", "model.autotune_pointwise=true"])
+    assert config_hash(tuned) != config_hash(compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "model.compile=true"]))
