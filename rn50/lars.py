@@ -4,7 +4,7 @@ is scaled by trust * ||w|| / (||g|| + weight_decay * ||w||), so that large globa
 
 Written here rather than taken from timm: it is these few lines, and timm would add a
 dependency (and its own torch pin) to every install for one class. Tensors in a parameter
-group with weight_decay 0 (batch norm and biases, rn50/training.py) are not adapted, as in
+group with weight_decay 0 (batch norm and biases, rn50/recipe.py) are not adapted, as in
 MLPerf's reference implementations.
 """
 

@@ -47,7 +47,7 @@ class Pipeline:
     """How train=accuracy's error says why it cannot learn from an unlabelled pipeline."""
 
     def __init__(self, **keys: Any):
-        self.keys = keys
+        """instantiate passes the option's keys; the calls read them from cfg.data, as checked."""
 
     def check(self, cfg: DictConfig) -> None:
         """Compose-time checks of cfg.data; nothing to check by default."""

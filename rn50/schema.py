@@ -353,13 +353,14 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "bench.repeats", "use 1 or more measured windows")
     _positive(cfg, "telemetry.interval_s", "use a positive sampling interval", 0.01)
     _check_dali(cfg)
-    pipelines.of(cfg).check(cfg)
+    pipeline = pipelines.of(cfg)
+    pipeline.check(cfg)
     _positive(cfg, "optim.lr", "use a learning rate above 0", 1e-12)
     _positive(cfg, "optim.momentum", "use a momentum of 0 or more", 0)
     _positive(cfg, "optim.weight_decay", "use a weight decay of 0 or more", 0)
     _positive(cfg, "optim.lars_trust", "use a trust coefficient above 0", 1e-12)
     if cfg.train.name == TrainName.accuracy:
-        _check_training(cfg, pipelines.of(cfg))
+        _check_training(cfg, pipeline)
     if cfg.precision.name == PrecisionName.amp_static:
         _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
     if cfg.cluster.name == ClusterName.slurm:

@@ -47,8 +47,12 @@ class EpochRecord(pl.Callback):
         self.history, self.to_target_s = list(state["history"]), state["to_target_s"]
 
     @property
-    def elapsed_s(self) -> float:
-        return self.history[-1]["time/elapsed_s"] if self.history else 0.0
+    def wall_s(self) -> float:
+        """Wall-clock seconds of the epochs so far: the last one's elapsed time and its
+        checkpoint write, once that is known."""
+        if not self.history:
+            return 0.0
+        return self.history[-1]["time/elapsed_s"] + self.history[-1].get("time/checkpoint_s", 0.0)
 
     def on_train_start(self, trainer, pl_module):
         self._started = time.perf_counter()
@@ -109,11 +113,10 @@ class EpochRecord(pl.Callback):
         loss = pl_module.epoch_loss()
         now = self._now(pl_module)
         train_s = (self._train_end or now) - self._started
-        last = self.history[-1] if self.history else {}
         row = {"epoch": trainer.current_epoch + 1, "train/loss": loss,
                "train/images_per_sec": trainer.num_training_batches * self.global_batch / train_s,
                "time/epoch_s": now - self._started, "time/eval_s": now - self._train_end if self._train_end else 0.0,
-               "time/elapsed_s": self.elapsed_s + last.get("time/checkpoint_s", 0.0) + now - self._started}
+               "time/elapsed_s": self.wall_s + now - self._started}
         if pl_module.evaluation is not None:
             row["val/top1"], row["val/top5"] = pl_module.evaluation["top1"], pl_module.evaluation["top5"]
             row["val/images"] = pl_module.evaluation["images"]  # every rank's, each image once
@@ -125,8 +128,7 @@ class EpochRecord(pl.Callback):
 
     def metrics(self) -> Dict[str, float]:
         tops = [r["val/top1"] for r in self.history if "val/top1" in r]
-        last_write = self.history[-1].get("time/checkpoint_s", 0.0) if self.history else 0.0
-        metrics = {"time/train_s": self.elapsed_s + last_write, "train/epochs": float(len(self.history))}
+        metrics = {"time/train_s": self.wall_s, "train/epochs": float(len(self.history))}
         if tops:
             metrics["val/best_top1"] = max(tops)
             metrics["val/images"] = [r["val/images"] for r in self.history if "val/images" in r][-1]

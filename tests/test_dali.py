@@ -14,7 +14,7 @@ pytest.importorskip("nvidia.dali")
 from PIL import Image  # noqa: E402
 
 from rn50 import dali  # noqa: E402
-from rn50 import data as pipelines  # noqa: E402
+from rn50 import data as data_modules  # noqa: E402
 from rn50.dali import DaliData, DaliLoader, shard_files  # noqa: E402
 from rn50.errors import Rn50Error  # noqa: E402
 from rn50.schema import validate  # noqa: E402
@@ -71,7 +71,7 @@ def test_each_dali_key_composes_and_runs_a_step(tree, compose_cfg, lever):
     # bf16: auto gives float32 outputs, and float16 is allowed too.
     cfg = validate(compose_cfg(["data=dali", f"data.root={tree}", "precision=bf16", f"data.image_size={SIZE}",
                                 f"data.batch_size={BATCH}", "data.num_workers=2", f"data.dali.{lever}"]))
-    dm = pipelines.build(cfg)
+    dm = data_modules.build(cfg)
     pipe = dm._pipeline(torch.device("cpu"), rank=0, world=1)
     images, labels = next(iter(DaliLoader(dm, pipe, rank=0, world=1)))
     assert LEVERS[lever](dm, pipe)
