@@ -82,20 +82,34 @@ class DaliData(pl.LightningDataModule):
 
         gpu, o = device.type == "cuda", self.options
 
-        # Augmentations differ per rank; the reader's seed is its own and the same on every rank.
-        @pipeline_def(batch_size=self.batch_size, num_threads=self.num_threads,
-                      device_id=device.index if gpu else None, seed=self.seed + rank,
-                      prefetch_queue_depth=o.prefetch_queue_depth)
-        def train():
-            jpegs, labels = read_files(self.root, rank, world, self.seed)
+        def decode(jpegs, on: str):
             # The nvJPEG and hardware-decoder arguments apply to the mixed (GPU) decoder; DALI's
             # CPU decoder accepts and ignores them, so CPU runs and the tests take the same call.
-            images = fn.decoders.image_random_crop(
-                jpegs, device="mixed" if gpu else "cpu", output_type=types.RGB,
+            return fn.decoders.image_random_crop(
+                jpegs, device=on, output_type=types.RGB,
                 random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=100,
                 hw_decoder_load=o.hw_decoder_load, device_memory_padding=o.device_memory_padding,
                 host_memory_padding=o.host_memory_padding, preallocate_width_hint=o.preallocate_width_hint,
-                preallocate_height_hint=o.preallocate_height_hint)
+                preallocate_height_hint=o.preallocate_height_hint, affine=o.affine,
+                hybrid_huffman_threshold=o.hybrid_huffman_threshold)
+
+        # Augmentations differ per rank; the reader's seed is its own and the same on every rank.
+        @pipeline_def(batch_size=self.batch_size, num_threads=self.num_threads,
+                      device_id=device.index if gpu else None, seed=self.seed + rank,
+                      enable_conditionals=o.cpu_decode_share > 0, **executor(o))
+        def train():
+            jpegs, labels = read_files(self.root, rank, world, self.seed)
+            if o.cpu_decode_share > 0:
+                # A DALI conditional: each image goes one way, and the batch is merged on the GPU.
+                # The CPU share costs the GPU no per-image decoding work, which under training
+                # waits behind the model's kernels (docs/benchmarks.md, issue 14).
+                if fn.random.coin_flip(probability=o.cpu_decode_share, dtype=types.BOOL):
+                    images = decode(jpegs, "cpu")
+                    images = images.gpu() if gpu else images
+                else:
+                    images = decode(jpegs, "mixed" if gpu else "cpu")
+            else:
+                images = decode(jpegs, "mixed" if gpu else "cpu")
             images = fn.resize(images, size=[self.image_size, self.image_size],
                                interp_type=types.INTERP_LINEAR, antialias=False)
             images = fn.crop_mirror_normalize(
@@ -192,6 +206,21 @@ class DaliData(pl.LightningDataModule):
         named = ", ".join(sorted(set(bad))) if bad else "one of " + ", ".join(files)
         reason = str(exc).split("encountered:")[-1].strip().splitlines()[0]
         raise Rn50Error(f"DALI cannot decode {named} ({reason})") from exc
+
+
+def executor(o: DaliConfig) -> dict:
+    """Pipeline arguments of data.dali's executor keys; DALI's own default where a key is default."""
+    from nvidia.dali.pipeline import OperatorConcurrency, StreamPolicy
+
+    if o.cpu_prefetch_queue_depth is not None:
+        return dict(exec_dynamic=False, prefetch_queue_depth={"cpu_size": o.cpu_prefetch_queue_depth,
+                                                              "gpu_size": o.prefetch_queue_depth})
+    kwargs = dict(prefetch_queue_depth=o.prefetch_queue_depth)
+    if o.stream_policy.value != "default":
+        kwargs["stream_policy"] = StreamPolicy[o.stream_policy.name.upper()]
+    if o.concurrency.value != "default":
+        kwargs["concurrency"] = OperatorConcurrency[o.concurrency.name.upper()]
+    return kwargs
 
 
 def model_input(out: dict, channels_last: bool) -> tuple:

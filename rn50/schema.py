@@ -43,6 +43,20 @@ class DaliDtype(Enum):
     float32 = "float32"
 
 
+class DaliStreamPolicy(Enum):
+    default = "default"
+    single = "single"
+    per_backend = "per_backend"
+    per_operator = "per_operator"
+
+
+class DaliConcurrency(Enum):
+    default = "default"
+    none = "none"
+    backend = "backend"
+    full = "full"
+
+
 class Accelerator(Enum):
     auto = "auto"
     gpu = "gpu"
@@ -149,6 +163,27 @@ class DaliConfig:
     """GPU runs: bind each batch to torch's current CUDA stream (DALI's share_outputs(cuda_stream=...)),
     so the training stream waits for the batch on the device instead of the host waiting for it
     before queuing the step. false: DALI's iterator waits on the host, as before."""
+    cpu_decode_share: float = 0.0
+    """GPU runs: share of the JPEGs (0 to 1) decoded on the CPU by DALI's threads (libjpeg-turbo),
+    the rest by the mixed decoder; only the decoded crops go to the GPU. 0: all on the GPU."""
+    hybrid_huffman_threshold: int = 1_000_000
+    """GPU runs: images of more pixels than this use nvJPEG's hybrid Huffman decoder, smaller ones
+    Huffman-decode on the host; DALI's default 1,000,000."""
+    affine: bool = True
+    """GPU runs: tie each of DALI's decoder threads to one CPU core (DALI's default); false lets the
+    OS move them."""
+    cpu_prefetch_queue_depth: Optional[int] = None
+    """Set: DALI's separated-queue executor (exec_dynamic=False), which buffers this many batches of
+    the CPU stage (file reads) apart from prefetch_queue_depth batches of the GPU stages. null:
+    DALI's default dynamic executor with one queue."""
+    stream_policy: DaliStreamPolicy = DaliStreamPolicy.default
+    """The dynamic executor's CUDA streams: single (one for every operator), per_backend (one for the
+    mixed and one for the GPU operators), per_operator (one per independent branch); default is
+    DALI's (per_backend in 2.4)."""
+    concurrency: DaliConcurrency = DaliConcurrency.default
+    """Which of the dynamic executor's independent operators run at once: none, backend (operators
+    of different backends), full (all but CPU operators among themselves); default is DALI's
+    (backend in 2.4)."""
 
 
 @dataclass
@@ -438,9 +473,18 @@ def _check_dali(cfg: DictConfig) -> None:
     if not 0 <= dali.hw_decoder_load <= 1:
         raise ConfigError(f"data.dali.hw_decoder_load={dali.hw_decoder_load} is out of range: "
                           "use a share from 0 to 1 (0.65 is DALI's default)")
+    if not 0 <= dali.cpu_decode_share <= 1:
+        raise ConfigError(f"data.dali.cpu_decode_share={dali.cpu_decode_share} is out of range: "
+                          "use a share from 0 to 1 (0 decodes every JPEG on the GPU)")
     for key in ("device_memory_padding", "host_memory_padding", "preallocate_width_hint",
-                "preallocate_height_hint"):
+                "preallocate_height_hint", "hybrid_huffman_threshold"):
         _positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
+    if dali.cpu_prefetch_queue_depth is not None:
+        _positive(cfg, "data.dali.cpu_prefetch_queue_depth", "use 1 or more batches, or null for one queue")
+        for key in ("stream_policy", "concurrency"):
+            if dali[key].value != "default":
+                raise ConfigError(f"data.dali.{key}={dali[key].value} applies to DALI's dynamic executor, which "
+                                  "data.dali.cpu_prefetch_queue_depth turns off; set one of them only")
 
 
 AUTO_BATCH = "auto"

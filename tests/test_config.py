@@ -92,6 +92,9 @@ def test_unknown_key_is_refused(compose_cfg):
         ("data.dali.host_memory_padding=-1", "data.dali.host_memory_padding"),
         ("data.dali.preallocate_width_hint=-1", "data.dali.preallocate_width_hint"),
         ("data.dali.preallocate_height_hint=-1", "data.dali.preallocate_height_hint"),
+        ("data.dali.cpu_prefetch_queue_depth=0", "data.dali.cpu_prefetch_queue_depth"),
+        ("data.dali.cpu_decode_share=1.5", "data.dali.cpu_decode_share"),
+        ("data.dali.hybrid_huffman_threshold=-1", "data.dali.hybrid_huffman_threshold"),
     ],
 )
 def test_out_of_range_values_name_the_key(compose_cfg, override, key):
@@ -109,6 +112,15 @@ def test_dali_float16_outputs_need_an_autocast_precision(compose_cfg):
     validate(compose_cfg([*dali, "precision=bf16"]))
     # The other pipelines ignore data.dali, as every pipeline-specific key elsewhere.
     validate(compose_cfg(["data.dali.output_dtype=float16", "precision=fp32"]))
+
+
+@pytest.mark.parametrize("key", ["stream_policy=single", "concurrency=none"])
+def test_dali_dynamic_executor_keys_need_its_executor(compose_cfg, key):
+    with pytest.raises(ConfigError, match=rf"^data\.dali\.{key} applies to DALI's dynamic executor, which "
+                                          r"data\.dali\.cpu_prefetch_queue_depth turns off; set one of them only$"):
+        validate(compose_cfg(["data.dali.cpu_prefetch_queue_depth=2", f"data.dali.{key}"]))
+    with pytest.raises(ConfigCompositionException, match="stream_policy"):
+        compose_cfg(["data.dali.stream_policy=fastest"])
 
 
 def test_profilers_add_their_steps_after_the_measured_windows(compose_cfg):

@@ -63,6 +63,12 @@ LEVERS = {
     "output_dtype=float16": lambda dm, pipe: dm.fp16,
     "output_dtype=float32": lambda dm, pipe: not dm.fp16,
     "stream_outputs=true": lambda dm, pipe: dm.options.stream_outputs,
+    "cpu_prefetch_queue_depth=3": lambda dm, pipe: pipe.prefetch_queue_depth == {"cpu_size": 3, "gpu_size": 2},
+    "stream_policy=single": lambda dm, pipe: pipe.stream_policy.name == "SINGLE",
+    "concurrency=full": lambda dm, pipe: pipe.concurrency.name == "FULL",
+    "cpu_decode_share=0.5": lambda dm, pipe: dm.options.cpu_decode_share == 0.5,
+    "hybrid_huffman_threshold=0": lambda dm, pipe: dm.options.hybrid_huffman_threshold == 0,
+    "affine=false": lambda dm, pipe: not dm.options.affine,
 }
 
 
