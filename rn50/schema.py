@@ -7,6 +7,7 @@ value fails with the dotted key and the allowed names. Range checks that types
 cannot express live in `validate`.
 """
 
+import functools
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Dict, Optional
@@ -428,6 +429,15 @@ def profiled_steps(cfg: DictConfig) -> int:
 NOT_MEASURED = ("mlflow", "sweep", "dry_run")
 
 
+# Keys added after runs were recorded, with the value that behaves as before they existed.
+LATER_KEYS = {
+    "model.autotune_pointwise": False, "model.autotune_coordinate_descent": False,
+    "data.dali.cpu_decode_share": 0.0, "data.dali.hybrid_huffman_threshold": 1_000_000,
+    "data.dali.affine": True, "data.dali.cpu_prefetch_queue_depth": None,
+    "data.dali.stream_policy": "default", "data.dali.concurrency": "default",
+}
+
+
 def config_hash(cfg: DictConfig) -> str:
     """A short fingerprint of everything in the resolved config that can change the figures."""
     import hashlib
@@ -440,16 +450,18 @@ def config_hash(cfg: DictConfig) -> str:
     measured["data"].pop("_target_", None)  # data.name stands for it, as in hashes made before it existed
     # Keys that change nothing of a run stay out, so that hashes of runs made before they existed
     # still match (sweep.resume): train for a throughput run, LARS's keys for SGD, resume, and
-    # inductor's tuning keys while they are off.
+    # LATER_KEYS at their defaults.
     if measured["train"]["name"] == TrainName.throughput.value:
         del measured["train"]
     else:
         del measured["train"]["resume"]
     if measured["optim"]["name"] == OptimName.sgd.value:
         del measured["optim"]["name"], measured["optim"]["lars_trust"]
-    for key in ("autotune_pointwise", "autotune_coordinate_descent"):  # off: as before they existed
-        if not measured["model"].get(key, False):
-            measured["model"].pop(key, None)
+    for dotted, default in LATER_KEYS.items():  # at their defaults: as before they existed
+        *path, key = dotted.split(".")
+        node = functools.reduce(dict.get, path, measured)
+        if node is not None and node.get(key, default) == default:
+            node.pop(key, None)
     return hashlib.sha256(json.dumps(measured, sort_keys=True).encode()).hexdigest()[:16]
 
 

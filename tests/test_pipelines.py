@@ -91,15 +91,24 @@ def test_data_name_alone_cannot_switch_the_pipeline(compose_cfg):
 
 
 def test_the_hash_of_a_sweep_point_ignores_keys_that_change_nothing(compose_cfg):
-    """sweep.resume matches points by hash: data._target_ (data.name stands for it) and inductor's
-    tuning keys while off stay out, so points recorded before those keys existed still match."""
+    """sweep.resume matches points by hash: data._target_ (data.name stands for it) and keys added
+    later, at the value that behaves as before (schema.LATER_KEYS), stay out, so points recorded
+    before those keys existed still match. The pinned hashes are those of commit 56dc964."""
     from omegaconf import OmegaConf
 
-    from rn50.schema import config_hash
+    from rn50.schema import LATER_KEYS, config_hash
 
     cfg = compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db"])
+    assert config_hash(cfg) == "ceceeae15162444c"
+    assert config_hash(compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "data=dali", "data.root=/x"])) == \
+        "eef8e665719cf54f"
     before = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))  # untyped: keys can go
-    del before.data["_target_"], before.model["autotune_pointwise"], before.model["autotune_coordinate_descent"]
+    del before.data["_target_"]
+    for dotted in LATER_KEYS:
+        *path, key = dotted.split(".")
+        del OmegaConf.select(before, ".".join(path))[key]
     assert config_hash(cfg) == config_hash(before)
+    assert config_hash(compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "data.dali.cpu_decode_share=0.5"])) != \
+        config_hash(cfg)
     tuned = compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "model.compile=true", "model.autotune_pointwise=true"])
     assert config_hash(tuned) != config_hash(compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "model.compile=true"]))
