@@ -20,10 +20,9 @@ import time
 
 import torch
 
-from rn50.baseline import COMPILE_MODES, build_train_step, dali_batches
+from rn50.baseline import COMPILE_MODES, PRECISIONS, build_train_step, dali_batches
 from rn50.precision import set_math_mode
 from rn50.profile import Span, union_us
-from rn50.schema import PrecisionName
 
 
 def sync():
@@ -74,7 +73,7 @@ def main():
     p.add_argument("settings", nargs="+", help='comma-separated data.dali key=value sets; "" for the defaults')
     p.add_argument("--data-root", required=True)
     p.add_argument("--arch", default="resnet50")
-    p.add_argument("--precision", default="amp", choices=[n.value for n in PrecisionName])
+    p.add_argument("--precision", default="amp", choices=PRECISIONS)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--compile", action="store_true")
@@ -85,7 +84,7 @@ def main():
     args = p.parse_args()
 
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
-    set_math_mode(PrecisionName(args.precision))
+    set_math_mode(args.precision != "fp32")
     torch.backends.cudnn.benchmark = True
     train = build_train_step(args.arch, args.precision, device,
                              image_size=args.image_size, compile_mode=args.compile_mode if args.compile else None)

@@ -28,9 +28,12 @@ from rn50 import nvml
 from rn50.compilation import configure_inductor
 from rn50.errors import error_line
 from rn50.model import build_network, build_optimizer
-from rn50.precision import StaticGradScaler, set_math_mode
-from rn50.schema import OptimConfig, PrecisionName
+from rn50.precision import set_math_mode
+from rn50.schema import OptimConfig
+from rn50.static_scaler import StaticGradScaler
 
+# rn50's built-in precisions (conf/precision/), written out here: the bare loop shares no framework code.
+PRECISIONS = ["fp32", "tf32", "amp", "amp_static", "bf16"]
 AUTOCAST = {"amp": torch.float16, "amp_static": torch.float16, "bf16": torch.bfloat16}
 COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
@@ -75,12 +78,14 @@ class TrainStep:
             self.scaler.update()
 
 
-def build_train_step(arch: str, precision: str, device: torch.device, *, num_classes: int = 1000,
+def build_train_step(arch: str, precision, device: torch.device, *, num_classes: int = 1000,
                      image_size: int = 224, channels_last: bool = True, compile_mode: Optional[str] = None,
                      fused: Optional[bool] = None, loss_scale: float = 1024.0, optim=None,
                      ddp: bool = False) -> TrainStep:
-    """rn50's network, precision, layout and optimizer as a bare step. compile_mode None runs eager;
-    fused None means fused SGD on GPUs; ddp wraps the network for an initialized process group."""
+    """rn50's network, precision, layout and optimizer as a bare step. precision is one of
+    PRECISIONS, or a run's precision object (rn50/precision.py), whose autocast and scaler it takes.
+    compile_mode None runs eager; fused None means fused SGD on GPUs; ddp wraps the network for an
+    initialized process group."""
     net = build_network(arch, num_classes, channels_last).to(device)
     model = net
     if ddp:
@@ -90,13 +95,16 @@ def build_train_step(arch: str, precision: str, device: torch.device, *, num_cla
         model = torch.compile(model, mode=compile_mode)
     fused = device.type == "cuda" if fused is None else fused
     optimizer = build_optimizer(net.parameters(), optim or OptimConfig(), fused=fused)
-    scaler = None
-    if precision == "amp":
-        scaler = torch.amp.GradScaler(device.type)
-    elif precision == "amp_static":
-        scaler = StaticGradScaler(device.type, init_scale=loss_scale)
-    return TrainStep(net, model, optimizer, scaler, AUTOCAST.get(precision), device, channels_last,
-                     image_size, num_classes)
+    if not isinstance(precision, str):
+        dtype = getattr(torch, precision.autocast) if precision.autocast else None
+        scaler = precision.scaler(device.type)
+    else:
+        dtype, scaler = AUTOCAST.get(precision), None
+        if precision == "amp":
+            scaler = torch.amp.GradScaler(device.type)
+        elif precision == "amp_static":
+            scaler = StaticGradScaler(device.type, init_scale=loss_scale)
+    return TrainStep(net, model, optimizer, scaler, dtype, device, channels_last, image_size, num_classes)
 
 
 def bare_step(batch_size: int, arch: str, precision: str, device: torch.device, **options) -> Callable[[], None]:
@@ -109,7 +117,7 @@ def bare_step(batch_size: int, arch: str, precision: str, device: torch.device, 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(prog="python -m rn50.baseline")
     p.add_argument("--arch", default="resnet50")
-    p.add_argument("--precision", default="amp", choices=[n.value for n in PrecisionName])
+    p.add_argument("--precision", default="amp", choices=PRECISIONS)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--warmup-steps", type=int, default=20)
@@ -149,7 +157,7 @@ def main(argv=None) -> dict:
         torch.cuda.set_device(device)
     if world > 1:
         torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    set_math_mode(PrecisionName(args.precision))
+    set_math_mode(args.precision != "fp32")
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     if args.conv_1x1_as_mm:
@@ -215,18 +223,22 @@ def main(argv=None) -> dict:
 
 def dali_batches(args, device: torch.device, rank: int, world: int) -> Iterator:
     """rn50's data=dali pipeline for this rank, with args' data.dali keys, as an endless stream of
-    (images, labels) in the model's dtype and layout on the device. Checked as rn50 checks a run."""
-    from omegaconf import OmegaConf
+    (images, labels) in the model's dtype and layout on the device. Composed and checked as rn50
+    composes and checks a run."""
+    from hydra import compose, initialize_config_dir
 
     from rn50 import data
-    from rn50.schema import Rn50Config, validate
+    from rn50.config_dir import config_dir
+    from rn50.schema import validate
 
-    cfg = OmegaConf.merge(OmegaConf.structured(Rn50Config), OmegaConf.from_dotlist([
-        "data._target_=rn50.pipelines.Dali", "data.name=dali", f"data.root={args.data_root}", f"data.batch_size={args.batch_size}",
-        f"data.image_size={args.image_size}", f"precision.name={args.precision}",
-        f"precision.loss_scale={args.loss_scale}", f"model.channels_last={args.channels_last}",
-        *[f"data.dali.{option}" for option in args.dali]]))
-    validate(cfg)
+    overrides = ["data=dali", f"data.root={args.data_root}", f"data.batch_size={args.batch_size}",
+                 f"data.image_size={args.image_size}", f"precision={args.precision}",
+                 f"model.channels_last={args.channels_last}", "mlflow.tracking_uri=unused",
+                 *[f"data.dali.{option}" for option in args.dali]]
+    if args.precision == "amp_static":
+        overrides.append(f"precision.loss_scale={args.loss_scale}")
+    with initialize_config_dir(config_dir=config_dir(), version_base=None):
+        cfg = validate(compose("config", overrides=overrides))
     return iter(data.build(cfg, endless=True).loader(device, rank, world))
 
 

@@ -177,6 +177,7 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
     """
     import torch
 
+    from rn50 import precision
     from rn50.baseline import build_train_step
     from rn50.compilation import CAPTURING_MODES, compile_mode, configure_inductor
 
@@ -184,10 +185,10 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
     configure_inductor(cfg.model.autotune_pointwise, cfg.model.autotune_coordinate_descent)
     fused = cfg.optim.fused if cfg.optim.fused is not None else device.type == "cuda"
     torch.backends.cudnn.benchmark = True  # as the Trainer's benchmark=True
-    train = build_train_step(cfg.model.arch.value, cfg.precision.name.value, device,
+    train = build_train_step(cfg.model.arch.value, precision.of(cfg), device,
                              num_classes=cfg.model.num_classes, image_size=cfg.data.image_size,
                              channels_last=cfg.model.channels_last, compile_mode=mode, fused=fused,
-                             loss_scale=cfg.precision.loss_scale or 1024.0, optim=cfg.optim)
+                             optim=cfg.optim)
 
     def sync() -> None:
         if device.type == "cuda":

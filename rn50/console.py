@@ -92,22 +92,18 @@ def quiet(show_all: Optional[bool] = None) -> None:
 
 log = logging.getLogger("rn50")
 
-FP16_ON_CPU = {"amp", "amp_static"}
-
-
-def cpu_precision_warning(precision_name, device_type) -> str:
+def cpu_precision_warning(precision, device_type) -> str:
     """On a CPU with fp16 autocast (precision=amp or amp_static), log one warning line and return it.
 
     PyTorch's CPU kernels have no fast fp16 training path: resnet18 at 64 px, batch 16, on
     2 Xeon cores ran 0.9 images/sec with amp, 81 with fp32 and 79 with bf16 (and 3.0 against
     10.4 at 32 px, batch 4). Returns "" (and logs nothing) for any other precision or device.
-    Takes names or rn50.schema enums ('cpu' or Accelerator.cpu).
+    Takes a precision object (rn50/precision.py) and 'cpu' or Accelerator.cpu.
     """
-    precision = getattr(precision_name, "value", precision_name)
     device = getattr(device_type, "value", device_type)
-    if device != "cpu" or precision not in FP16_ON_CPU:
+    if device != "cpu" or precision.autocast != "float16":
         return ""
-    line = (f"precision={precision} on the CPU: fp16 autocast is slow on CPUs, from 3 to 90 times slower "
+    line = (f"precision={precision.name} on the CPU: fp16 autocast is slow on CPUs, from 3 to 90 times slower "
             "than fp32 in rn50's tests; use precision=fp32, or precision=bf16")
     log.warning(line)
     return line

@@ -104,6 +104,10 @@ def unknown_key_message(key: str, append: str = "", fallback: str = "") -> str:
         return f"{key}: not in {free_form} yet; add it with {append or f'+{key}=VALUE'}"
     if key in keys.schema_keys():
         return fallback or f"{key}: cannot be set here"
+    owners = keys.options_with(key)
+    if owners:
+        names = [f"{key.partition('.')[0]}={o}" for o in owners]
+        return f"{key} is a key of {' and '.join(names)} only; add {names[0] if len(names) == 1 else 'one of them'}"
     suggestion = keys.closest_key(key)
     if suggestion:
         return f"{key}: no such key; did you mean {suggestion}?"

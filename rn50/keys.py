@@ -79,6 +79,20 @@ def children(section: str) -> List[str]:
             if k.startswith(prefix) and "." not in k[len(prefix):] and not k[len(prefix):].startswith("_")]
 
 
+def options_with(key: str) -> List[str]:
+    """The options of key's group whose own schema (ConfigStore's schema/<group>) declares the key:
+    ['amp_static'] for precision.loss_scale."""
+    from hydra.core.config_store import ConfigStore
+
+    group, _, name = key.partition(".")
+    store = ConfigStore.instance()
+    try:
+        entries = store.list(f"schema/{group}")
+    except OSError:  # the group has no option schemas
+        return []
+    return sorted(e.removesuffix(".yaml") for e in entries if name in store.load(f"schema/{group}/{e}").node)
+
+
 def closest_key(key: str) -> Optional[str]:
     """The declared dotted key a mistyped one most likely meant.
 

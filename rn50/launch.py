@@ -19,7 +19,7 @@ from typing import Callable, Iterator, Optional
 
 from omegaconf import DictConfig
 
-from rn50 import console, keys, ncu, nvml, pipelines, pool, schema
+from rn50 import console, keys, ncu, nvml, pipelines, pool, precision, schema
 from rn50.compilation import check_cuda_graphs
 from rn50.errors import ConfigError, RunFailed, error_line, failure_kind
 from rn50.schema import Accelerator, ClusterName, ProfilerName, dist_name
@@ -65,7 +65,7 @@ def preflight(cfg: DictConfig, here: bool = True) -> None:
     schema.validate(cfg)
     cfg.dist.accelerator = resolve_accelerator(cfg, here)
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
-    console.cpu_precision_warning(cfg.precision.name, cfg.dist.accelerator)
+    console.cpu_precision_warning(precision.of(cfg), cfg.dist.accelerator)
     pipelines.of(cfg).preflight(cfg, world=cfg.dist.nodes * cfg.dist.gpus_per_node)
     ncu.preflight(cfg)
 

@@ -3,10 +3,6 @@
 import functools
 from typing import Optional
 
-# Which peak-FLOPs column of conf/mfu/peaks.yaml a precision runs at.
-MATH_MODE = {"fp32": "fp32", "tf32": "tf32", "amp": "fp16", "amp_static": "fp16", "bf16": "bf16"}
-
-
 @functools.lru_cache(maxsize=None)  # a warm rank counts each network once
 def flops_per_image(arch: str, num_classes: int, image_size: int) -> float:
     """Forward plus backward FLOPs of one image, counted by Lightning on the meta device."""

@@ -15,25 +15,13 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from rn50 import components
 from rn50.errors import ConfigError
 
 
 def of(cfg: DictConfig) -> "Pipeline":
     """The run's data pipeline object, built from cfg.data's `_target_`."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
-    try:
-        pipeline = instantiate(cfg.data, _convert_="none")
-    except InstantiationException as exc:
-        raise ConfigError(f"data._target_={cfg.data._target_} cannot be built: {exc.__cause__ or exc}; "
-                          "name a class that takes the data keys, such as rn50.pipelines.Dali") from None
-    # data.name labels the run in MLflow; the option chooses the class. A name set on its own
-    # (data.name=dali) would record a pipeline that does not run.
-    if pipeline.name is not None and cfg.data.name != pipeline.name:
-        raise ConfigError(f"data.name={cfg.data.name} does not match data._target_={cfg.data._target_}, "
-                          f"which is data={pipeline.name}; choose the pipeline with data={cfg.data.name}")
-    return pipeline
+    return components.of(cfg, "data", "rn50.pipelines.Dali", "pipeline")
 
 
 class Pipeline:
@@ -112,14 +100,14 @@ class Dali(FileReader):
     name = "dali"
 
     def check(self, cfg: DictConfig) -> None:
-        from rn50.schema import DaliDtype, PrecisionName
+        from rn50 import precision
+        from rn50.schema import DaliDtype
 
         super().check(cfg)
-        fp32 = (PrecisionName.fp32, PrecisionName.tf32)
-        if cfg.data.dali.output_dtype == DaliDtype.float16 and cfg.precision.name in fp32:
+        if cfg.data.dali.output_dtype == DaliDtype.float16 and precision.of(cfg).autocast is None:
             raise ConfigError(
                 f"data.dali.output_dtype=float16 needs an autocast precision (amp, amp_static, bf16), not "
-                f"precision={cfg.precision.name.value}; use data.dali.output_dtype=auto or float32")
+                f"precision={cfg.precision.name}; use data.dali.output_dtype=auto or float32")
 
     def preflight(self, cfg: DictConfig, world: int) -> None:
         import importlib.util
@@ -131,12 +119,13 @@ class Dali(FileReader):
         super().preflight(cfg, world)
 
     def build(self, cfg: DictConfig, endless: bool):
+        from rn50 import precision
         from rn50.dali import DaliData
-        from rn50.schema import DaliDtype, PrecisionName, TrainName
+        from rn50.schema import DaliDtype, TrainName
 
         d = cfg.data
         fp16 = d.dali.output_dtype == DaliDtype.float16 or (
-            d.dali.output_dtype == DaliDtype.auto and cfg.precision.name in (PrecisionName.amp, PrecisionName.amp_static))
+            d.dali.output_dtype == DaliDtype.auto and precision.of(cfg).autocast == "float16")
         threads = d.dali.num_threads if d.dali.num_threads is not None else d.num_workers
         return DaliData(d.root, d.batch_size, d.image_size, threads, cfg.model.channels_last, fp16, cfg.seed,
                         options=d.dali, endless=endless, validate=cfg.train.name == TrainName.accuracy)

@@ -1,32 +1,114 @@
-"""Precision options as Lightning precision plugins and matmul math modes."""
+"""Precisions as components: each conf/precision/*.yaml names its class with `_target_`, and
+Hydra's instantiate builds it from the option's keys (cfg.precision, typed by the option's own
+schema where it has keys of its own, as amp_static's loss_scale). A class says:
 
-from typing import Optional
+- check(cfg): compose-time checks of its keys (ConfigError, one line naming the key);
+- plugin(device_type): the Lightning precision plugin of each rank;
+- autocast: the autocast dtype's name, or None; scaler(device_type): its loss scaler, or None;
+- tf32: whether cuBLAS and cuDNN may use TF32; peak: the column of conf/mfu/peaks.yaml that MFU
+  divides by.
 
-import torch
-from pytorch_lightning.plugins.precision import MixedPrecision, Precision
+This module imports torch and Lightning only inside the calls that need them: the launcher builds
+these objects too. Adding a precision is one YAML file and one class, as for data pipelines.
+"""
 
-from rn50.schema import PrecisionName
+from typing import Any, Optional
 
-class StaticGradScaler(torch.amp.GradScaler):
-    """Loss scaling with a fixed scale: overflowing steps are still skipped, the scale never moves."""
+from omegaconf import DictConfig
 
-    def update(self, new_scale=None) -> None:
-        super().update(self._init_scale)
+from rn50 import components
 
 
-def set_math_mode(name: PrecisionName) -> None:
-    """fp32 means true fp32: TF32 off in cuBLAS and cuDNN. Every other mode allows TF32."""
-    tf32 = name != PrecisionName.fp32
+def of(cfg: DictConfig) -> "Precision":
+    """The run's precision object, built from cfg.precision's `_target_`."""
+    return components.of(cfg, "precision", "rn50.precision.Amp", "precision")
+
+
+def set_math_mode(tf32: bool) -> None:
+    """Whether cuBLAS and cuDNN may run fp32 matmuls and convolutions in TF32."""
+    import torch
+
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
 
 
-def plugin(name: PrecisionName, device_type: str, loss_scale: Optional[float]) -> Precision:
-    """The Lightning plugin for a precision; fp16 AMP is built directly so it also runs on CPU."""
-    if name == PrecisionName.amp:
-        return MixedPrecision("16-mixed", device_type, torch.amp.GradScaler(device_type))
-    if name == PrecisionName.amp_static:
-        return MixedPrecision("16-mixed", device_type, StaticGradScaler(device_type, init_scale=loss_scale))
-    if name == PrecisionName.bf16:
+class Precision:
+    """What every precision answers; the base is tf32's: fp32 tensors, TF32 math allowed."""
+
+    name: Optional[str] = None
+    """The option's name, which precision.name must then be; None lets the YAML's name stand."""
+    autocast: Optional[str] = None
+    """torch dtype name the forward pass autocasts to (float16, bfloat16), or None."""
+    tf32 = True
+    peak = "tf32"
+
+    def __init__(self, **keys: Any):
+        """instantiate passes the option's keys; those a class uses are named in its __init__."""
+
+    def check(self, cfg: DictConfig) -> None:
+        """Compose-time checks of cfg.precision; nothing to check by default."""
+
+    def scaler(self, device_type: str):
+        """The loss scaler of fp16 training; None where gradients need no scaling."""
+        return None
+
+    def plugin(self, device_type: str):
+        from pytorch_lightning.plugins.precision import Precision as FullPrecision
+
+        return FullPrecision()
+
+
+class Fp32(Precision):
+    """True fp32: TF32 off in cuBLAS and cuDNN."""
+
+    name, tf32, peak = "fp32", False, "fp32"
+
+
+class Tf32(Precision):
+    name = "tf32"
+
+
+class Amp(Precision):
+    """fp16 autocast with dynamic loss scaling; the plugin is built directly so it also runs on CPU."""
+
+    name, autocast, peak = "amp", "float16", "fp16"
+
+    def scaler(self, device_type: str):
+        import torch
+
+        return torch.amp.GradScaler(device_type)
+
+    def plugin(self, device_type: str):
+        from pytorch_lightning.plugins.precision import MixedPrecision
+
+        return MixedPrecision("16-mixed", device_type, self.scaler(device_type))
+
+
+class AmpStatic(Amp):
+    """fp16 autocast with a fixed loss scale: overflowing steps are still skipped."""
+
+    name = "amp_static"
+
+    def __init__(self, loss_scale: float, **keys: Any):
+        self.loss_scale = loss_scale
+
+    def check(self, cfg: DictConfig) -> None:
+        from rn50.schema import _positive
+
+        _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
+
+    def scaler(self, device_type: str):
+        from rn50.static_scaler import StaticGradScaler
+
+        return StaticGradScaler(device_type, init_scale=self.loss_scale)
+
+
+class Bf16(Precision):
+    """bf16 autocast: fp32's range, so no loss scaling."""
+
+    name, autocast, peak = "bf16", "bfloat16", "bf16"
+
+    def plugin(self, device_type: str):
+        from pytorch_lightning.plugins.precision import MixedPrecision
+
         return MixedPrecision("bf16-mixed", device_type)
-    return Precision()

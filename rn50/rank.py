@@ -64,7 +64,7 @@ def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False) -> dic
         devices=cfg.dist.gpus_per_node,
         num_nodes=cfg.dist.nodes,
         strategy=DDPStrategy(gradient_as_bucket_view=True) if world > 1 else "auto",
-        plugins=[precision.plugin(cfg.precision.name, device_type, cfg.precision.loss_scale),
+        plugins=[precision.of(cfg).plugin(device_type),
                  *cluster_environment(cfg, requeue)],
         benchmark=True,
         logger=False,
@@ -124,7 +124,7 @@ def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
 
         return training.run_rank(cfg, out)
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
-    precision.set_math_mode(cfg.precision.name)
+    precision.set_math_mode(precision.of(cfg).tf32)
     search = batch_search.resolve_auto_batch(cfg, device_type)  # data.batch_size=auto: sets the batch
     pl.seed_everything(cfg.seed, verbose=False)
     fused = cfg.optim.fused if cfg.optim.fused is not None else device_type == "cuda"

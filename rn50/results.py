@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from rn50 import mfu, nvml, timing
+from rn50 import mfu, nvml, precision, timing
 from rn50.schema import TrainName, dist_name
 
 
@@ -82,7 +82,7 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> Ru
         metrics["model/gflops_per_image"] = zero.flops_per_image / 1e9
         metrics["flops/achieved_tflops_per_device"] = per_device * zero.flops_per_image / 1e12
         gpu = zero.env_tags.get("gpu_model") if gpu_samples else None
-        peak_tflops = mfu.peak_tflops(cfg.mfu, gpu, mfu.MATH_MODE[cfg.precision.name.value])
+        peak_tflops = mfu.peak_tflops(cfg.mfu, gpu, precision.of(cfg).peak)
         if peak_tflops is not None:
             metrics["mfu_pct"] = mfu.mfu_pct(per_device, zero.flops_per_image, peak_tflops)
             metrics["mfu/peak_tflops_per_device"] = peak_tflops
@@ -132,7 +132,7 @@ def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: s
     """step_times.csv, ranks.csv, gpu_telemetry.csv and summary.json in `out`; their paths.
     train=accuracy: summary.json and epochs.jsonl (rn50/training.py writes it)."""
     if cfg.train.name == TrainName.accuracy:
-        summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name.value,
+        summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name,
                    "batch_size": ranks[0].batch_size, **record.metrics, "target_reached": record.tags["target_reached"]}
         (out / "summary.json").write_text(json.dumps(summary) + "\n")
         return [str(out / "summary.json")] + [str(p) for p in [out / "epochs.jsonl"] if p.is_file()]
@@ -143,7 +143,7 @@ def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: s
     if gpu_samples:
         files.append(out / "gpu_telemetry.csv")
         nvml.write_csv(files[-1], gpu_samples)
-    summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name.value,
+    summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name,
                "batch_size": ranks[0].batch_size, **record.metrics}
     files.append(out / "summary.json")
     files[-1].write_text(json.dumps(summary) + "\n")

@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
-from rn50 import pipelines
+from rn50 import pipelines, precision
 from rn50.errors import ConfigError
 
 # Every ResNet downsamples by 32; below that BatchNorm sees a single value per channel.
@@ -28,14 +28,6 @@ class Arch(Enum):
     resnet50 = "resnet50"
     resnet101 = "resnet101"
     resnet152 = "resnet152"
-
-
-class PrecisionName(Enum):
-    fp32 = "fp32"
-    tf32 = "tf32"
-    amp = "amp"
-    amp_static = "amp_static"
-    bf16 = "bf16"
 
 
 class DaliDtype(Enum):
@@ -127,10 +119,20 @@ class ModelConfig:
 
 @dataclass
 class PrecisionConfig:
-    name: PrecisionName = PrecisionName.amp
-    """fp32 (TF32 off), tf32, amp (fp16, dynamic loss scale), amp_static (fp16, fixed scale), bf16."""
-    loss_scale: Optional[float] = None
-    """Fixed loss scale for amp_static; ignored by the other precisions."""
+    """The keys every precision has; an option with keys of its own types them in a subclass,
+    which its YAML file names in its defaults list (conf/precision/amp_static.yaml)."""
+
+    _target_: str = "rn50.precision.Amp"
+    """The precision's class (rn50/precision.py): Hydra's instantiate builds it from these keys."""
+    name: str = "amp"
+    """The option's name, as MLflow and the report show it: fp32 (TF32 off), tf32, amp (fp16,
+    dynamic loss scale), amp_static (fp16, fixed scale), bf16, or a precision of yours."""
+
+
+@dataclass
+class AmpStaticConfig(PrecisionConfig):
+    loss_scale: float = 1024.0
+    """The fixed loss scale."""
 
 
 @dataclass
@@ -362,6 +364,8 @@ class Rn50Config:
 
 
 ConfigStore.instance().store(name="rn50_schema", node=Rn50Config)
+# Options' own schemas, which their YAML files name in their defaults lists.
+ConfigStore.instance().store(group="schema/precision", name="amp_static", node=AmpStaticConfig)
 
 
 def _positive(cfg: DictConfig, key: str, hint: str, minimum: Any = 1) -> None:
@@ -397,8 +401,7 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "optim.lars_trust", "use a trust coefficient above 0", 1e-12)
     if cfg.train.name == TrainName.accuracy:
         _check_training(cfg, pipeline)
-    if cfg.precision.name == PrecisionName.amp_static:
-        _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
+    precision.of(cfg).check(cfg)
     if cfg.cluster.name == ClusterName.slurm:
         _positive(cfg, "cluster.timeout_min", "use a time limit of 1 minute or more")
         if cfg.cluster.cpus_per_task is not None:
@@ -447,7 +450,9 @@ def config_hash(cfg: DictConfig) -> str:
 
     tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     measured = {k: v for k, v in tree.items() if k not in NOT_MEASURED}
-    measured["data"].pop("_target_", None)  # data.name stands for it, as in hashes made before it existed
+    for group in ("data", "precision"):  # <group>.name stands for it, as in hashes made before it existed
+        measured[group].pop("_target_", None)
+    measured["precision"].setdefault("loss_scale", None)  # every precision had it before amp_static's schema
     # Keys that change nothing of a run stay out, so that hashes of runs made before they existed
     # still match (sweep.resume): train for a throughput run, LARS's keys for SGD, resume, and
     # LATER_KEYS at their defaults.
@@ -472,7 +477,7 @@ def dist_name(cfg: DictConfig) -> str:
 
 def run_name(cfg: DictConfig) -> str:
     """An MLflow run's name: resnet50-amp-1n8g-bs256."""
-    return f"{cfg.model.arch.value}-{cfg.precision.name.value}-{dist_name(cfg)}-bs{cfg.data.batch_size}"
+    return f"{cfg.model.arch.value}-{cfg.precision.name}-{dist_name(cfg)}-bs{cfg.data.batch_size}"
 
 
 def _check_dali(cfg: DictConfig) -> None:

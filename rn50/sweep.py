@@ -97,7 +97,7 @@ class SweepCallback(Callback):
             summary = {}
         summary.setdefault("failure", "see the error above")
         summary.setdefault("batch_size", config.data.batch_size)
-        summary.update(arch=config.model.arch.value, precision=config.precision.name.value,
+        summary.update(arch=config.model.arch.value, precision=config.precision.name,
                        dist=f"{config.dist.nodes}n{config.dist.gpus_per_node}g")
         print(meter.point_line(config.hydra.job.num + 1, self.total, summary), file=sys.stderr)
 

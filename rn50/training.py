@@ -165,7 +165,7 @@ def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     from rn50.rank import skip_sigterm_broadcast, trainer_args  # shared with throughput runs
 
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
-    precision.set_math_mode(cfg.precision.name)
+    precision.set_math_mode(precision.of(cfg).tf32)
     pl.seed_everything(cfg.seed, verbose=False)
     world = cfg.dist.nodes * cfg.dist.gpus_per_node
     global_batch = cfg.data.batch_size * world

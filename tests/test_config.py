@@ -6,7 +6,7 @@ from omegaconf.errors import ValidationError
 
 from conftest import CONF
 from rn50.errors import ConfigError, _one_line
-from rn50.schema import Accelerator, Arch, PrecisionName, dist_name, profiled_steps, validate
+from rn50.schema import Accelerator, Arch, dist_name, profiled_steps, validate
 
 GROUPS = ["model", "precision", "data", "dist", "profiler", "cluster", "mfu", "experiment"]
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
@@ -15,7 +15,7 @@ OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml")
 def test_defaults_match_the_card(compose_cfg):
     cfg = validate(compose_cfg())
     assert cfg.model.arch == Arch.resnet50 and cfg.model.channels_last and not cfg.model.compile
-    assert cfg.precision.name == PrecisionName.amp
+    assert cfg.precision.name == "amp"
     assert (cfg.data.name, cfg.data.batch_size, cfg.data.image_size) == ("synthetic", 256, 224)
     assert dist_name(cfg) == "1n1g" and cfg.dist.accelerator == Accelerator.auto
     assert (cfg.bench.warmup_steps, cfg.bench.steps) == (20, 100)

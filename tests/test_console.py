@@ -22,7 +22,8 @@ from tiny_module import Tiny
 
 pl.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
            enable_progress_bar=False, enable_model_summary=False).fit(Tiny(8))
-cpu_precision_warning("amp", "cpu")
+from rn50.precision import Amp
+cpu_precision_warning(Amp(), "cpu")
 """
 
 NOISE = ("💡 Tip", "litlogger", "GPU available:", "TPU available:", "LeafSpec", "`Trainer.fit` stopped",
@@ -101,10 +102,10 @@ def test_quiet_filters_the_emitting_loggers_once_and_verbose_leaves_them_alone(m
     ("amp", "cpu", True), ("amp_static", "cpu", True), ("fp32", "cpu", False),
     ("bf16", "cpu", False), ("amp", "cuda", False),
 ])
-def test_cpu_precision_warning_only_for_fp16_on_a_cpu(caplog, precision, device, warns):
-    from rn50.schema import PrecisionName
+def test_cpu_precision_warning_only_for_fp16_on_a_cpu(caplog, compose_cfg, precision, device, warns):
+    from rn50 import precision as precisions
 
     with caplog.at_level(logging.WARNING, logger="rn50"):
-        line = cpu_precision_warning(PrecisionName(precision), device)
+        line = cpu_precision_warning(precisions.of(compose_cfg([f"precision={precision}"])), device)
     assert bool(line) == warns
     assert [r.getMessage() for r in caplog.records] == ([line] if warns else [])

@@ -121,7 +121,7 @@ def test_nvtx_ranges_nest_and_balance_in_lightnings_hook_order(compose_cfg):
     ranges = NvtxRanges(push=calls.append, pop=lambda: calls.append("pop"))
     trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=2, callbacks=[ranges], logger=False,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         plugins=[precision.plugin(cfg.precision.name, "cpu", None)])
+                         plugins=[precision.of(cfg).plugin("cpu")])
     trainer.fit(ResNetModule(cfg.model, cfg.optim, False), datamodule=data.build(cfg))
     step = ["pop", "step", "forward", "pop", "backward", "pop", "optimizer", "pop", "pop", "data"]
     assert calls == ["data", *step, *step, "pop"]

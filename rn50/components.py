@@ -1,0 +1,26 @@
+"""Options as components: a config group's option names its class with `_target_`, and Hydra's
+instantiate builds it from the option's keys. Data pipelines (rn50/pipelines.py) and precisions
+(rn50/precision.py) are built here; nothing in rn50 lists their classes."""
+
+from omegaconf import DictConfig
+
+from rn50.errors import ConfigError
+
+
+def of(cfg: DictConfig, group: str, example: str, noun: str):
+    """The object of cfg.<group>'s option; its class's `name`, where set, must be <group>.name."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    node = cfg[group]
+    try:
+        obj = instantiate(node, _convert_="none")
+    except InstantiationException as exc:
+        raise ConfigError(f"{group}._target_={node._target_} cannot be built: {exc.__cause__ or exc}; "
+                          f"name a class that takes the {group} keys, such as {example}") from None
+    # <group>.name labels the run in MLflow; the option chooses the class. A name set on its own
+    # (data.name=dali) would record an option that does not run.
+    if obj.name is not None and node.name != obj.name:
+        raise ConfigError(f"{group}.name={node.name} does not match {group}._target_={node._target_}, "
+                          f"which is {group}={obj.name}; choose the {noun} with {group}={node.name}")
+    return obj
