@@ -102,9 +102,9 @@ def unknown_key_message(key: str, append: str = "", fallback: str = "") -> str:
     free_form = keys.free_form_parent(key)
     if free_form:  # the user's own table: any name may be right, so none is suggested
         return f"{key}: not in {free_form} yet; add it with {append or f'+{key}=VALUE'}"
-    if key in keys.schema_keys():
-        return fallback or f"{key}: cannot be set here"
     owners = keys.options_with(key)
+    if key in keys.schema_keys() and not owners:
+        return fallback or f"{key}: cannot be set here"
     if owners:
         names = [f"{key.partition('.')[0]}={o}" for o in owners]
         return f"{key} is a key of {' and '.join(names)} only; add {names[0] if len(names) == 1 else 'one of them'}"

@@ -10,29 +10,54 @@ import enum
 import functools
 import typing
 from difflib import SequenceMatcher
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 # Below this similarity a "did you mean" misleads more than it helps: at difflib's default of
 # 0.6, data.colour would suggest data.root.
 CUTOFF = 0.7
 
 
+def _walk(cls, prefix: str, keys: Dict[str, type]) -> Dict[str, type]:
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key, kind = prefix + f.name, _unwrap_optional(hints[f.name])
+        keys[key] = kind
+        if dataclasses.is_dataclass(kind):
+            _walk(kind, key + ".", keys)
+    return keys
+
+
 @functools.lru_cache(maxsize=None)
-def schema_keys() -> Dict[str, type]:
+def base_keys() -> Dict[str, type]:
     """Every dotted key of Rn50Config, sections included ('data', 'data.batch_size'), with its type."""
     from rn50.schema import Rn50Config
 
-    keys: Dict[str, type] = {}
+    return _walk(Rn50Config, "", {})
 
-    def walk(cls, prefix: str) -> None:
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            key, kind = prefix + f.name, _unwrap_optional(hints[f.name])
-            keys[key] = kind
-            if dataclasses.is_dataclass(kind):
-                walk(kind, key + ".")
 
-    walk(Rn50Config, "")
+@functools.lru_cache(maxsize=None)
+def option_schemas() -> List[Tuple[str, str, type]]:
+    """(group, option, dataclass) of each option's own schema, as ConfigStore's schema/<group>
+    holds them for the options' YAML files to name: ('precision', 'amp_static', AmpStaticConfig)."""
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    import rn50.schema  # noqa: F401  (registers them)
+
+    store, found = ConfigStore.instance(), []
+    for group in store.list("schema"):
+        for entry in store.list(f"schema/{group}"):
+            node = store.load(f"schema/{group}/{entry}").node
+            found.append((group, entry.removesuffix(".yaml"), OmegaConf.get_type(node)))
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def schema_keys() -> Dict[str, type]:
+    """base_keys() and the keys of every option's own schema (precision.loss_scale)."""
+    keys = dict(base_keys())
+    for group, _, cls in option_schemas():
+        _walk(cls, group + ".", keys)
     return keys
 
 
@@ -80,17 +105,13 @@ def children(section: str) -> List[str]:
 
 
 def options_with(key: str) -> List[str]:
-    """The options of key's group whose own schema (ConfigStore's schema/<group>) declares the key:
+    """The options whose own schema declares a key that the group's shared schema does not:
     ['amp_static'] for precision.loss_scale."""
-    from hydra.core.config_store import ConfigStore
-
-    group, _, name = key.partition(".")
-    store = ConfigStore.instance()
-    try:
-        entries = store.list(f"schema/{group}")
-    except OSError:  # the group has no option schemas
+    if key in base_keys():
         return []
-    return sorted(e.removesuffix(".yaml") for e in entries if name in store.load(f"schema/{group}/{e}").node)
+    group, _, name = key.partition(".")
+    return sorted(option for g, option, cls in option_schemas()
+                  if g == group and name.partition(".")[0] in {f.name for f in dataclasses.fields(cls)})
 
 
 def closest_key(key: str) -> Optional[str]:

@@ -19,10 +19,10 @@ from typing import Callable, Iterator, Optional
 
 from omegaconf import DictConfig
 
-from rn50 import console, keys, ncu, nvml, pipelines, pool, precision, schema
+from rn50 import console, keys, nvml, pipelines, pool, precision, profilers, schema
 from rn50.compilation import check_cuda_graphs
 from rn50.errors import ConfigError, RunFailed, error_line, failure_kind
-from rn50.schema import Accelerator, ClusterName, ProfilerName, dist_name
+from rn50.schema import Accelerator, ClusterName, dist_name
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def preflight(cfg: DictConfig, here: bool = True) -> None:
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
     console.cpu_precision_warning(precision.of(cfg), cfg.dist.accelerator)
     pipelines.of(cfg).preflight(cfg, world=cfg.dist.nodes * cfg.dist.gpus_per_node)
-    ncu.preflight(cfg)
+    profilers.of(cfg).preflight(cfg)
 
 
 def process_rank(cfg: DictConfig) -> int:
@@ -102,9 +102,8 @@ def submit(cfg: DictConfig, config_yaml: str, out: Path) -> Callable[[], list]:
     process is rank 0 and runs its rank when the call is made."""
     if cfg.cluster.name != ClusterName.local:
         return lambda: run_rank_here(cfg, out)
-    if cfg.profiler.name != ProfilerName.ncu:
-        return pool.submit(cfg.dist.gpus_per_node, cfg.dist.accelerator.value, config_yaml, out)
-    return lambda: run_under_ncu(cfg, config_yaml, out)
+    own = profilers.of(cfg).launcher(cfg, config_yaml, out)  # ncu starts its one rank itself
+    return own or pool.submit(cfg.dist.gpus_per_node, cfg.dist.accelerator.value, config_yaml, out)
 
 
 @contextlib.contextmanager
@@ -117,19 +116,6 @@ def started(cfg: DictConfig, config_yaml: str, out: Path) -> Iterator[Callable[[
     except BaseException:
         pool.close_all(kill=True)
         raise
-
-
-def run_under_ncu(cfg: DictConfig, config_yaml: str, out: Path) -> list:
-    """The one rank, in a process Nsight Compute starts; its ncu/ metrics and files join rank 0's."""
-    try:
-        ranks = pool.run_once(ncu.command(cfg, out), config_yaml, out)
-    except RunFailed:
-        ncu.check_log(out / ncu.LOG)  # ncu's own error names the cause better than an exit status
-        raise
-    metrics, files = ncu.collect(cfg, out)
-    ranks[0].metrics.update(metrics)
-    ranks[0].files += files
-    return ranks
 
 
 def run_rank_here(cfg: DictConfig, out: Path) -> Optional[list]:

@@ -18,7 +18,8 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from omegaconf import DictConfig
 
 from rn50.errors import ConfigError, RunFailed
-from rn50.schema import Accelerator, ClusterName, ProfilerName, dist_name
+from rn50 import pool
+from rn50.schema import Accelerator, ClusterName, dist_name
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +36,6 @@ PERMISSION_FIX = (
 
 def preflight(cfg: DictConfig) -> None:
     """ncu must be installed, and the run must be one process on a GPU; ConfigError otherwise."""
-    if cfg.profiler.name != ProfilerName.ncu:
-        return
     exe = cfg.profiler.executable
     if shutil.which(exe) is None:
         raise ConfigError(
@@ -59,6 +58,19 @@ def preflight(cfg: DictConfig) -> None:
             f"dist.accelerator={cfg.dist.accelerator.value}: profiler=ncu profiles GPU kernels "
             "and needs a GPU; use dist.accelerator=gpu on a host with one"
         )
+
+
+def run(cfg: DictConfig, config_yaml: str, out: Path) -> list:
+    """The one rank, in a process Nsight Compute starts; its ncu/ metrics and files join rank 0's."""
+    try:
+        ranks = pool.run_once(command(cfg, out), config_yaml, out)
+    except RunFailed:
+        check_log(out / LOG)  # ncu's own error names the cause better than an exit status
+        raise
+    metrics, files = collect(cfg, out)
+    ranks[0].metrics.update(metrics)
+    ranks[0].files += files
+    return ranks
 
 
 def _metric_list(cfg: DictConfig) -> str:

@@ -19,29 +19,25 @@ from typing import List, Optional
 
 import pytorch_lightning as pl
 import torch
-from omegaconf import OmegaConf
 from pytorch_lightning.plugins.environments import (LightningEnvironment, SLURMEnvironment,
                                                     TorchElasticEnvironment)
-from pytorch_lightning.profilers import SimpleProfiler
 from pytorch_lightning.strategies import DDPStrategy
 
-from rn50 import batch_search, console, data, environment, mfu, precision
+from rn50 import batch_search, console, data, environment, mfu, precision, profilers
 from rn50.errors import failure_kind, error_line
 from rn50.model import ResNetModule
-from rn50.ncu_range import NcuRange
 from rn50.nvtx import NvtxRanges
 from rn50.pool import POOL_ENV
-from rn50.profile import TorchProfile
 from rn50.progress import Progress
 from rn50.results import RankResult
-from rn50.schema import Accelerator, ClusterName, ProfilerName, Rn50Config, TrainName, profiled_steps
+from rn50.schema import Accelerator, ClusterName, TrainName, profiled_steps, typed
 from rn50.throughput import ThroughputCallback
 
 
 
 
 def load_config(text: str):
-    return OmegaConf.merge(OmegaConf.structured(Rn50Config), OmegaConf.create(text))
+    return typed(text)
 
 
 def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path) -> list:
@@ -49,11 +45,7 @@ def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path) -> li
     callbacks = []
     if cfg.profiler.nvtx and device_type == "cuda":
         callbacks.append(NvtxRanges())
-    if cfg.profiler.name == ProfilerName.pytorch:
-        callbacks.append(TorchProfile(cfg.profiler, first_step, device_type, out))
-    elif cfg.profiler.name == ProfilerName.ncu:
-        callbacks.append(NcuRange(first_step, cfg.profiler.steps))
-    return callbacks
+    return callbacks + profilers.of(cfg).callbacks(cfg, first_step, device_type, out)
 
 
 def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False) -> dict:
@@ -77,14 +69,11 @@ def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False) -> dic
 
 
 def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out: Path) -> pl.Trainer:
-    profiler = None
-    if cfg.profiler.name == ProfilerName.simple:
-        profiler = SimpleProfiler(dirpath=out, filename="profiler")
     trainer = pl.Trainer(
         **trainer_args(cfg, device_type, out),
         max_steps=total_steps,
         callbacks=callbacks,
-        profiler=profiler,
+        profiler=profilers.of(cfg).lightning_profiler(out),
         enable_checkpointing=False,
         limit_val_batches=0,
     )

@@ -104,8 +104,8 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> Ru
     sources = sorted({r.energy_source for r in ranks if r.energy_source})
     if sources:
         tags["energy_source"] = ",".join(sources)
-    if cfg.profiler.name.value != "none":
-        tags["profiled"] = cfg.profiler.name.value  # sweep reports keep it out of the speedup reference
+    if cfg.profiler.name != "none":
+        tags["profiled"] = cfg.profiler.name  # sweep reports keep it out of the speedup reference
     series = {"throughput/images_per_sec_window": timing.window_images_per_sec(windows, batch, world)}
     return RunRecord(metrics, tags, series, list(zero.files))
 

@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
-from rn50 import pipelines, precision
+from rn50 import pipelines, precision, profilers
 from rn50.errors import ConfigError
 
 # Every ResNet downsamples by 32; below that BatchNorm sees a single value per channel.
@@ -54,13 +54,6 @@ class Accelerator(Enum):
     auto = "auto"
     gpu = "gpu"
     cpu = "cpu"
-
-
-class ProfilerName(Enum):
-    none = "none"
-    simple = "simple"
-    pytorch = "pytorch"
-    ncu = "ncu"
 
 
 class TrainName(Enum):
@@ -223,24 +216,37 @@ class DistConfig:
 
 @dataclass
 class ProfilerConfig:
-    name: ProfilerName = ProfilerName.none
-    """none; simple: Lightning's SimpleProfiler; pytorch: torch.profiler; ncu: Nsight Compute.
-    pytorch and ncu profile extra steps after the measured windows."""
+    """The keys every profiler has; pytorch's and ncu's own keys are typed by their subclasses,
+    which their YAML files name in their defaults lists."""
+
+    _target_: str = "rn50.profilers.NoProfiler"
+    """The profiler's class (rn50/profilers.py): Hydra's instantiate builds it from these keys."""
+    name: str = "none"
+    """none; simple: Lightning's SimpleProfiler; pytorch: torch.profiler; ncu: Nsight Compute; or a
+    profiler of yours. pytorch and ncu profile extra steps after the measured windows."""
     nvtx: bool = True
     """NVTX ranges (data, forward, backward, optimizer) around every step on GPUs, for Nsight Systems."""
+
+
+@dataclass
+class TorchProfilerConfig(ProfilerConfig):
     wait: int = 1
-    """pytorch: steps after the measured windows before the profiler starts warming up."""
+    """Steps after the measured windows before the profiler starts warming up."""
     warmup: int = 2
-    """pytorch: steps the profiler runs but discards, so its own start-up is not recorded."""
+    """Steps the profiler runs but discards, so its own start-up is not recorded."""
     active: int = 5
-    """pytorch: steps recorded into the trace and analysed."""
+    """Steps recorded into the trace and analysed."""
+
+
+@dataclass
+class NcuConfig(ProfilerConfig):
     steps: int = 1
-    """ncu: steps after the measured windows whose kernels Nsight Compute profiles. One ResNet-50
+    """Steps after the measured windows whose kernels Nsight Compute profiles. One ResNet-50
     step is ~640 kernels, each replayed per metric pass: 3 steps at batch 256 took ~7 min on an H100."""
     executable: str = "ncu"
-    """ncu: the Nsight Compute command line, a path or a name on PATH."""
+    """The Nsight Compute command line, a path or a name on PATH."""
     metrics: Dict[str, str] = field(default_factory=dict)
-    """ncu: output name -> ncu metric; each is logged as ncu/<name>, weighted by kernel duration."""
+    """Output name -> ncu metric; each is logged as ncu/<name>, weighted by kernel duration."""
 
 
 @dataclass
@@ -366,6 +372,23 @@ class Rn50Config:
 ConfigStore.instance().store(name="rn50_schema", node=Rn50Config)
 # Options' own schemas, which their YAML files name in their defaults lists.
 ConfigStore.instance().store(group="schema/precision", name="amp_static", node=AmpStaticConfig)
+ConfigStore.instance().store(group="schema/profiler", name="pytorch", node=TorchProfilerConfig)
+ConfigStore.instance().store(group="schema/profiler", name="ncu", node=NcuConfig)
+
+
+def typed(tree: Any) -> DictConfig:
+    """A resolved config (a dict, or YAML text) typed again as Rn50Config, with each group typed by
+    its option's own schema (precision=amp_static: AmpStaticConfig), as composing typed it."""
+    from omegaconf import OmegaConf
+
+    from rn50 import keys
+
+    cfg = OmegaConf.create(tree)
+    schema = OmegaConf.structured(Rn50Config)
+    for group, option, cls in keys.option_schemas():
+        if OmegaConf.select(cfg, f"{group}.name") == option:
+            schema[group] = OmegaConf.structured(cls)
+    return OmegaConf.merge(schema, cfg)
 
 
 def _positive(cfg: DictConfig, key: str, hint: str, minimum: Any = 1) -> None:
@@ -408,10 +431,7 @@ def validate(cfg: DictConfig) -> DictConfig:
             _positive(cfg, "cluster.cpus_per_task", "use 1 or more, or null for SLURM's default")
     if cfg.mfu.peak_tflops is not None:
         _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
-    _positive(cfg, "profiler.wait", "use 0 or more steps", 0)
-    _positive(cfg, "profiler.warmup", "use 0 or more steps", 0)
-    _positive(cfg, "profiler.active", "use 1 or more recorded steps")
-    _positive(cfg, "profiler.steps", "use 1 or more profiled steps")
+    profilers.of(cfg).check(cfg)
     from rn50.compilation import check_cuda_graphs  # imports this module
 
     check_cuda_graphs(cfg)
@@ -420,18 +440,17 @@ def validate(cfg: DictConfig) -> DictConfig:
 
 def profiled_steps(cfg: DictConfig) -> int:
     """Steps a profiler adds after the measured windows, so the throughput window is never profiled."""
-    p = cfg.profiler
-    if p.name == ProfilerName.pytorch:
-        return p.wait + p.warmup + p.active
-    if p.name == ProfilerName.ncu:
-        return p.steps
-    return 0
+    return profilers.of(cfg).steps(cfg)
 
 
 # Keys that say where a run is recorded or how it is started, not what it measures.
 NOT_MEASURED = ("mlflow", "sweep", "dry_run")
 
 
+# Keys that every option of a group had before some moved into an option's own schema, with the
+# value the others had: a hash counts them as before.
+MOVED_KEYS = {"precision.loss_scale": None, "profiler.wait": 1, "profiler.warmup": 2, "profiler.active": 5,
+              "profiler.steps": 1, "profiler.executable": "ncu", "profiler.metrics": {}}
 # Keys added after runs were recorded, with the value that behaves as before they existed.
 LATER_KEYS = {
     "model.autotune_pointwise": False, "model.autotune_coordinate_descent": False,
@@ -450,9 +469,11 @@ def config_hash(cfg: DictConfig) -> str:
 
     tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     measured = {k: v for k, v in tree.items() if k not in NOT_MEASURED}
-    for group in ("data", "precision"):  # <group>.name stands for it, as in hashes made before it existed
+    for group in ("data", "precision", "profiler"):  # <group>.name stands for it, as in older hashes
         measured[group].pop("_target_", None)
-    measured["precision"].setdefault("loss_scale", None)  # every precision had it before amp_static's schema
+    for dotted, default in MOVED_KEYS.items():  # every option had them before options had own schemas
+        group, key = dotted.split(".")
+        measured[group].setdefault(key, default)
     # Keys that change nothing of a run stay out, so that hashes of runs made before they existed
     # still match (sweep.resume): train for a throughput run, LARS's keys for SGD, resume, and
     # LATER_KEYS at their defaults.

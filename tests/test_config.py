@@ -98,7 +98,9 @@ def test_unknown_key_is_refused(compose_cfg):
     ],
 )
 def test_out_of_range_values_name_the_key(compose_cfg, override, key):
-    overrides = [override] + (["precision=amp_static"] if "loss_scale" in override else [])
+    option = {"precision.loss_scale": "precision=amp_static", "profiler.steps": "profiler=ncu",
+              "profiler.wait": "profiler=pytorch", "profiler.active": "profiler=pytorch"}.get(key)
+    overrides = ([option] if option else []) + [override]
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as info:
         validate(compose_cfg(overrides))
     assert "\n" not in str(info.value)

@@ -1,0 +1,124 @@
+"""Profilers as components: each conf/profiler/*.yaml names its class with `_target_`, and Hydra's
+instantiate builds it from the option's keys (cfg.profiler, typed by the option's own schema:
+pytorch's wait/warmup/active, ncu's steps/executable/metrics). A class answers:
+
+- check(cfg): compose-time checks of its keys (ConfigError, one line naming the key);
+- preflight(cfg): checks of this host before any rank starts (ncu: installed, one GPU process);
+- steps(cfg): the steps it profiles after the measured windows, so no window is ever profiled;
+- callbacks(cfg, first_step, device_type, out) and lightning_profiler(out): what each rank adds
+  to its Trainer; callbacks expose metrics() and artifacts(), which rank 0 gathers;
+- launcher(cfg, config_yaml, out): None, or the call that runs the ranks under the profiler's own
+  process (ncu starts the one rank itself).
+
+Torch and Lightning are imported only inside the calls that need them: the launcher builds these
+objects too. Adding a profiler is one YAML file and one class, as for data pipelines.
+"""
+
+from pathlib import Path
+from typing import Callable, List, Optional
+
+from omegaconf import DictConfig
+
+from rn50 import components
+
+
+def of(cfg: DictConfig) -> "Profiler":
+    """The run's profiler object, built from cfg.profiler's `_target_`."""
+    return components.of(cfg, "profiler", "rn50.profilers.PyTorch", "profiler")
+
+
+class Profiler:
+    """What every profiler answers; the base profiles nothing."""
+
+    name: Optional[str] = None
+    """The option's name, which profiler.name must then be; None lets the YAML's name stand."""
+    starts_ranks = False
+    """True where launcher() starts the rank processes itself: a sweep keeps no warm ones for it."""
+
+    def __init__(self, **keys):
+        """instantiate passes the option's keys; the calls read them from cfg.profiler, as checked."""
+
+    def check(self, cfg: DictConfig) -> None:
+        """Compose-time checks of cfg.profiler; nothing to check by default."""
+
+    def preflight(self, cfg: DictConfig) -> None:
+        """Checks of this host before any rank starts; none by default."""
+
+    def steps(self, cfg: DictConfig) -> int:
+        """Steps profiled after the measured windows."""
+        return 0
+
+    def callbacks(self, cfg: DictConfig, first_step: int, device_type: str, out: Path) -> List:
+        return []
+
+    def lightning_profiler(self, out: Path):
+        return None
+
+    def launcher(self, cfg: DictConfig, config_yaml: str, out: Path) -> Optional[Callable[[], list]]:
+        return None
+
+
+class NoProfiler(Profiler):
+    name = "none"
+
+
+class Simple(Profiler):
+    """Lightning's SimpleProfiler: time per hook over the whole run, written to profiler*.txt."""
+
+    name = "simple"
+
+    def lightning_profiler(self, out: Path):
+        from pytorch_lightning.profilers import SimpleProfiler
+
+        return SimpleProfiler(dirpath=out, filename="profiler")
+
+
+class PyTorch(Profiler):
+    """torch.profiler over wait+warmup+active steps (rn50/profile.py)."""
+
+    name = "pytorch"
+
+    def check(self, cfg: DictConfig) -> None:
+        from rn50.schema import _positive
+
+        _positive(cfg, "profiler.wait", "use 0 or more steps", 0)
+        _positive(cfg, "profiler.warmup", "use 0 or more steps", 0)
+        _positive(cfg, "profiler.active", "use 1 or more recorded steps")
+
+    def steps(self, cfg: DictConfig) -> int:
+        p = cfg.profiler
+        return p.wait + p.warmup + p.active
+
+    def callbacks(self, cfg: DictConfig, first_step: int, device_type: str, out: Path) -> List:
+        from rn50.profile import TorchProfile
+
+        return [TorchProfile(cfg.profiler, first_step, device_type, out)]
+
+
+class Ncu(Profiler):
+    """Nsight Compute over `steps` steps, its one rank started under ncu (rn50/ncu.py)."""
+
+    name, starts_ranks = "ncu", True
+
+    def check(self, cfg: DictConfig) -> None:
+        from rn50.schema import _positive
+
+        _positive(cfg, "profiler.steps", "use 1 or more profiled steps")
+
+    def preflight(self, cfg: DictConfig) -> None:
+        from rn50 import ncu
+
+        ncu.preflight(cfg)
+
+    def steps(self, cfg: DictConfig) -> int:
+        return cfg.profiler.steps
+
+    def callbacks(self, cfg: DictConfig, first_step: int, device_type: str, out: Path) -> List:
+        from rn50.ncu_range import NcuRange
+
+        return [NcuRange(first_step, cfg.profiler.steps)]
+
+    def launcher(self, cfg: DictConfig, config_yaml: str, out: Path) -> Optional[Callable[[], list]]:
+        from rn50 import ncu
+
+        return lambda: ncu.run(cfg, config_yaml, out)

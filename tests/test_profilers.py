@@ -1,0 +1,82 @@
+"""A profiler is one YAML file and one class, typed by its own schema where it has keys of its own
+(pytorch's wait/warmup/active, ncu's steps/executable/metrics); this test also adds one that rn50
+has never seen, whose callback's metrics and files reach MLflow."""
+
+import textwrap
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from mlflow.tracking import MlflowClient
+
+from conftest import TINY, rn50, runs_in
+from rn50 import profilers
+from rn50.schema import profiled_steps
+
+# Counts the steps after the measured windows; its metrics() and artifacts() are what rank 0 gathers.
+MODULE = '''
+from rn50.profilers import Profiler
+
+
+class Counter(Profiler):
+    name = "counter"
+
+    def steps(self, cfg):
+        return 3
+
+    def callbacks(self, cfg, first_step, device_type, out):
+        import pytorch_lightning as pl
+
+        class Count(pl.Callback):
+            seen = 0
+
+            def on_train_batch_end(self, trainer, *args):
+                self.seen += trainer.global_step > first_step
+
+            def metrics(self):
+                return {"counter/steps_after_windows": self.seen}
+
+            def artifacts(self):
+                (out / "counter.txt").write_text(str(self.seen))
+                return [str(out / "counter.txt")]
+
+        return [Count()]
+'''
+YAML = """\
+_target_: my_profiler.Counter
+name: counter
+"""
+
+
+@pytest.mark.parametrize("option,cls,steps", [
+    ("none", profilers.NoProfiler, 0), ("simple", profilers.Simple, 0),
+    ("pytorch", profilers.PyTorch, 1 + 2 + 5), ("ncu", profilers.Ncu, 1),
+])
+def test_rn50s_profilers_are_built_from_their_option(compose_cfg, option, cls, steps):
+    cfg = compose_cfg([f"profiler={option}"])
+    assert type(profilers.of(cfg)) is cls and profiled_steps(cfg) == steps
+    assert profilers.of(cfg).starts_ranks == (option == "ncu")
+
+
+def test_each_profiler_has_only_its_own_keys(compose_cfg):
+    assert profiled_steps(compose_cfg(["profiler=pytorch", "profiler.active=7", "profiler.wait=0"])) == 9
+    assert compose_cfg(["profiler=ncu"]).profiler.metrics  # conf/profiler/ncu.yaml's table
+    for bad in (["profiler.active=3"], ["profiler=ncu", "profiler.active=3"], ["profiler=pytorch", "profiler.steps=2"]):
+        with pytest.raises(ConfigCompositionException):
+            compose_cfg(bad)
+    assert compose_cfg(["profiler=simple", "profiler.nvtx=false"]).profiler.nvtx is False  # every profiler's key
+
+
+@pytest.mark.slow
+def test_a_profiler_from_a_yaml_file_and_a_class_runs_and_is_recorded(tmp_path):
+    (tmp_path / "my_profiler.py").write_text(textwrap.dedent(MODULE))
+    (tmp_path / "conf" / "profiler").mkdir(parents=True)
+    (tmp_path / "conf" / "profiler" / "counter.yaml").write_text(YAML)
+    overrides = [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "profiler=counter", "precision=fp32"]
+    proc = rn50(tmp_path, *TINY, *overrides, env={"PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = runs_in(tmp_path)
+    assert run.info.status == "FINISHED" and run.data.tags["profiled"] == "counter"
+    assert run.data.params["profiler._target_"] == "my_profiler.Counter"
+    assert run.data.metrics["counter/steps_after_windows"] == 3
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    assert "counter.txt" in {a.path.rpartition("/")[2] for a in client.list_artifacts(run.info.run_id)}
