@@ -58,10 +58,12 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
         continued = resume.run_to_continue(cfg, out, params)  # train.resume, or a requeued SLURM job
         tracking.check_reachable(cfg.mlflow.tracking_uri, open_store=False)
     except ConfigError as exc:
-        if parent and rank == 0:  # a sweep point that cannot run is still a row of the report
+        if (parent or cfg.mlflow.run_id) and rank == 0:  # a sweep point that cannot run is still a row
             tracking.record_failure(cfg, name, tags, parent, exc)
         raise
-    if parent and cfg.sweep.resume:  # every rank asks, so that all of a SLURM job's tasks skip together
+    # Every rank asks, so that all of a SLURM job's tasks skip together; a job whose run was made
+    # before it was submitted (mlflow.run_id) was already asked about by its launcher.
+    if parent and cfg.sweep.resume and not cfg.mlflow.run_id:
         done = finished_before(cfg, parent, tags[tracking.HASH_TAG], name, say=rank == 0)
         if done is not None:
             return done
@@ -115,7 +117,6 @@ def run_tags(cfg: DictConfig, out: Path) -> dict:
         "dist": schema.dist_name(cfg),
         "cluster": cfg.cluster.name.value,
         tracking.HASH_TAG: schema.config_hash(cfg),  # finds a sweep point again (sweep.resume)
-        # Lets the submitting host find a job's run when SLURM kills the job (rn50/slurm.py).
         **({"slurm_job_id": os.environ["SLURM_JOB_ID"]} if "SLURM_JOB_ID" in os.environ else {}),
         **({"git_commit": commit, "mlflow.source.git.commit": commit} if commit else {}),
     }

@@ -26,7 +26,7 @@ from torch import nn
 
 from rn50 import nvml
 from rn50.compilation import configure_inductor
-from rn50.errors import error_line
+from rn50.errors import one_line
 from rn50.model import build_network, build_optimizer
 from rn50.precision import set_math_mode
 from rn50.schema import OptimConfig
@@ -174,7 +174,7 @@ def main(argv=None) -> dict:
         try:
             batches = dali_batches(args, device, int(os.environ.get("RANK", 0)), world)
         except Exception as exc:  # a bad --dali key or value, named as rn50 names it
-            p.error(error_line(str(exc)))
+            p.error(one_line(exc))
         if args.decode_only:
             step = lambda: next(batches)  # noqa: E731
         else:

@@ -48,17 +48,28 @@ class Point:
 
 
 def setup_key(run, keys: frozenset) -> str:
-    params = {k: v for k, v in run.data.params.items() if k in keys}
+    """The run's setup: its params of `keys`; an option's own key (precision.loss_scale) counts
+    even where absent, since only the runs of that option have it."""
+    p = run.data.params
+    params = {k: p.get(k, "-") for k in keys | option_keys()}
     return report.setup(params, NOT_SETUP) + f";accelerator={report.accelerator(run)}"
+
+
+def option_keys() -> frozenset:
+    """Keys that only some options of a group have (rn50/schema.py's option schemas)."""
+    from rn50 import keys
+
+    return frozenset(k for k in keys.schema_keys() if k not in keys.base_keys())
 
 
 def shared_keys(runs: list) -> Tuple[frozenset, List[str]]:
     """The config keys every run recorded, and those only some did. A key that a newer rn50 added
     (data.dali.*, say) is missing from older runs, which ran as its default does; matching on it
-    would leave no point in common across the upgrade that compare exists to check."""
+    would leave no point in common across the upgrade that compare exists to check. Options' own
+    keys are matched apart (setup_key)."""
     recorded = [set(r.data.params) for r in runs]
     every = frozenset(set.intersection(*recorded))
-    return every, sorted(set.union(*recorded) - every)
+    return every, sorted(set.union(*recorded) - every - option_keys())
 
 
 def label(run) -> str:

@@ -60,7 +60,8 @@ def error_line(text: str) -> str:
     return lines[-1] if "in DataLoader worker" in lines[0] else lines[0]
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception as rn50's one-line error: a config error names the key and what would work."""
     from hydra.errors import MissingConfigException
 
     if isinstance(exc, MissingConfigException) and exc.options:
@@ -164,7 +165,7 @@ def reported(prog: str = "rn50", exit: bool = True, reraise: bool = False):
     try:
         yield
     except (Rn50Error, HydraException, OmegaConfBaseException) as exc:
-        print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         if reraise:
             raise
         if exit:

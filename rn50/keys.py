@@ -145,20 +145,27 @@ def _resolve_parts(parts: List[str]) -> Optional[str]:
 
 
 def undeclared_keys(cfg, prefix: str = "") -> List[str]:
-    """Dotted keys in a composed config that the schema does not declare.
+    """Dotted keys in a composed config that its schema does not declare.
 
-    Hydra's `+key=value` adds a key even to a typed section, so a typo with a plus
-    sign composes and would fail only later, inside a rank.
+    Hydra's `+key=value` adds a key even to a typed section, so a typo with a plus sign composes
+    and would fail only later, inside a rank. Each section is checked against its own type, which
+    for an option with its own schema is that schema: +precision.loss_scale under precision=amp
+    is undeclared there, though amp_static has it.
     """
+    from omegaconf import DictConfig, OmegaConf
+
+    kind = OmegaConf.get_type(cfg)
+    if not dataclasses.is_dataclass(kind):  # a dict-typed field (cluster.sbatch): the user's own keys
+        return []
+    declared = {f.name for f in dataclasses.fields(kind)}
     found = []
     for name in cfg.keys():
         key = prefix + str(name)
         if key == "hydra":  # Hydra's own node, in the configs a launcher loads for each job
             continue
-        kind = schema_keys().get(key)
-        if kind is None:
+        if name not in declared:
             found.append(key)
-        elif dataclasses.is_dataclass(kind):
+        elif isinstance(cfg._get_node(name), DictConfig):
             found += undeclared_keys(cfg[name], key + ".")
     return found
 

@@ -339,6 +339,10 @@ class MlflowConfig:
     """Where runs are recorded; conf/config.yaml points it at mlflow.db in the launch directory."""
     experiment_name: str = "rn50"
     """MLflow experiment that holds the runs."""
+    run_id: Optional[str] = None
+    """A run made for this job before it started, which it records into instead of making one:
+    cluster=slurm creates each job's run before submitting it, and closes it by this id if SLURM
+    ends the job first. null: the run is made when the job starts."""
 
 
 @dataclass
@@ -383,11 +387,18 @@ def typed(tree: Any) -> DictConfig:
 
     from rn50 import keys
 
+    import dataclasses
+
     cfg = OmegaConf.create(tree)
     schema = OmegaConf.structured(Rn50Config)
-    for group, option, cls in keys.option_schemas():
-        if OmegaConf.select(cfg, f"{group}.name") == option:
-            schema[group] = OmegaConf.structured(cls)
+    for group in {g for g, _, _ in keys.option_schemas()}:
+        # The schema with the fewest keys that has all of the node's: an option of the user's may
+        # name a built-in one's schema (a profiler with the pytorch profiler's keys).
+        have = set(cfg[group].keys()) if group in cfg else set()
+        schemas = [OmegaConf.get_type(schema[group])] + [c for g, _, c in keys.option_schemas() if g == group]
+        fits = [c for c in schemas if have <= {f.name for f in dataclasses.fields(c)}]
+        if fits:
+            schema[group] = OmegaConf.structured(min(fits, key=lambda c: len(dataclasses.fields(c))))
     return OmegaConf.merge(schema, cfg)
 
 
@@ -467,8 +478,9 @@ def config_hash(cfg: DictConfig) -> str:
 
     from omegaconf import OmegaConf
 
-    tree = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    measured = {k: v for k, v in tree.items() if k not in NOT_MEASURED}
+    # Hydra's own node is there in the configs a launcher loads for each job (and cannot resolve there).
+    keys = [k for k in cfg if k not in NOT_MEASURED and k != "hydra"]
+    measured = OmegaConf.to_container(OmegaConf.masked_copy(cfg, keys), resolve=True, enum_to_str=True)
     for group in ("data", "precision", "profiler"):  # <group>.name stands for it, as in older hashes
         measured[group].pop("_target_", None)
     for dotted, default in MOVED_KEYS.items():  # every option had them before options had own schemas

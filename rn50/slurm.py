@@ -1,5 +1,5 @@
 """cluster=slurm: what each SLURM job asks for, the checks made before submitting, and
-the closing of runs whose job SLURM ended. The launcher itself is in
+the runs each job records into: made before it is submitted, closed by id if SLURM ends the job first. The launcher itself is in
 hydra_plugins/rn50_slurm (Hydra takes launchers from that package only).
 
 Each job asks for dist.nodes nodes, one task per device and dist.gpus_per_node GPUs
@@ -9,7 +9,6 @@ joins the others through Lightning's SLURM environment, and rank 0 records the r
 
 import functools
 import logging
-import os
 import shutil
 import subprocess
 from typing import Any, Dict, Optional
@@ -20,7 +19,6 @@ from omegaconf import DictConfig, OmegaConf
 from rn50 import tracking
 from rn50.errors import ConfigError
 from rn50.schema import Accelerator, TrainName, dist_name, run_name
-from rn50.sweep import PARENT_ENV
 
 log = logging.getLogger("rn50")
 SUBMITIT_GENERIC = set(OmegaConf.structured(BaseQueueConf).keys())
@@ -110,18 +108,23 @@ def last_line(job, exc: Exception) -> str:
     return lines[-1].strip()[:300]
 
 
-def close_orphan(cfg: DictConfig, job_id: str, error: str, since_ms: int = 0) -> None:
-    """Mark FAILED the run of a job that SLURM stopped; make one for a sweep point that had none.
+def make_run(cfg: DictConfig, parent: Optional[str]) -> str:
+    """The job's MLflow run, made before it is submitted: the job records into it (mlflow.run_id,
+    logging its own config as params), and the submitting host closes it by this id if SLURM ends
+    the job before its rank 0 could."""
+    return tracking.start_run(cfg, run_name(cfg), {"cluster": "slurm"}, parent, params=False)
 
-    since_ms: when the job was submitted; job ids repeat across clusters and SLURM restarts.
-    """
-    uri, parent = cfg.mlflow.tracking_uri, os.environ.get(PARENT_ENV)
-    tags = {"failure": "slurm", "error": error}
-    runs = [r for r in tracking.runs_with_tag(uri, cfg.mlflow.experiment_name, "slurm_job_id", job_id)
-            if r.info.start_time >= since_ms]
-    for run in runs:
-        if run.info.status == "RUNNING":
-            tracking.end_run(uri, run.info.run_id, ok=False, tags=tags)
-    if not runs and parent:
-        run_id = tracking.start_run(cfg, run_name(cfg), {"cluster": "slurm", "slurm_job_id": job_id}, parent)
-        tracking.end_run(uri, run_id, ok=False, tags=tags)
+
+def close_run(cfg: DictConfig, run_id: str, error: str) -> None:
+    """FAILED (failure=slurm) if the job left its run RUNNING, with the point's config as params
+    where the job logged none, so that it is still a row of the sweep's report. A run its rank 0
+    closed keeps its own status and error, which say more."""
+    from mlflow.tracking import MlflowClient
+
+    uri = cfg.mlflow.tracking_uri
+    run = MlflowClient(uri).get_run(run_id)
+    if run.info.status != "RUNNING":
+        return
+    cfg = OmegaConf.merge(cfg, {"mlflow": {"run_id": run_id}})  # as the job would have logged them
+    tracking.log_params(MlflowClient(uri), run_id, tracking.config_params(cfg), run.data.params)
+    tracking.end_run(uri, run_id, ok=False, tags={"failure": "slurm", "error": error})

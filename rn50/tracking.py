@@ -47,7 +47,10 @@ def flatten(node, prefix: str = "") -> Dict[str, str]:
 
 
 def config_params(cfg: DictConfig) -> Dict[str, str]:
-    return flatten(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    """The config as MLflow params; without Hydra's own node, which the configs a launcher loads for
+    each job hold (and cannot resolve there)."""
+    mine = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    return flatten(OmegaConf.to_container(mine, resolve=True, enum_to_str=True))
 
 
 def check_reachable(uri: str, open_store: bool = True) -> None:
@@ -95,7 +98,6 @@ def start_run(
     params: bool = True,
 ) -> str:
     """Create a RUNNING run, with the config as params unless params=False; returns its id."""
-    from mlflow.entities import Param
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(cfg.mlflow.tracking_uri)
@@ -105,10 +107,35 @@ def start_run(
     experiment = experiment_id(client, cfg.mlflow.experiment_name)
     ensure_ui_view(cfg.mlflow.tracking_uri, experiment)  # what the UI link in ui_hint opens
     run = client.create_run(experiment, run_name=run_name, tags=all_tags)
-    batch = [Param(k, v) for k, v in config_params(cfg).items()] if params else []
-    for i in range(0, len(batch), 100):  # MLflow's batch limit
-        client.log_batch(run.info.run_id, params=batch[i : i + 100])
+    if params:
+        log_params(client, run.info.run_id, config_params(cfg))
     return run.info.run_id
+
+
+def log_params(client, run_id: str, params: Mapping[str, str], logged: Mapping[str, str] = {}) -> None:
+    """The config as params, but for those already logged (a run made before its job started)."""
+    from mlflow.entities import Param
+
+    batch = [Param(k, v) for k, v in params.items() if k not in logged]
+    for i in range(0, len(batch), 100):  # MLflow's batch limit
+        client.log_batch(run_id, params=batch[i : i + 100])
+
+
+def adopt(cfg: DictConfig, tags: Mapping[str, str]) -> str:
+    """Record into the run made for this job before it started (mlflow.run_id): mark it RUNNING with
+    this job's tags, and log the config as params (but for any a requeued job logged before)."""
+    from mlflow.tracking import MlflowClient
+
+    uri, run_id = cfg.mlflow.tracking_uri, cfg.mlflow.run_id
+    client = MlflowClient(uri)
+    try:
+        logged = client.get_run(run_id).data.params
+    except Exception:  # MlflowException, or the store's own error for an unknown id
+        raise ConfigError(f"mlflow.run_id={run_id} is not a run in mlflow.tracking_uri={uri}; leave "
+                          "mlflow.run_id unset and each job makes its own run") from None
+    reopen(uri, run_id, tags)
+    log_params(client, run_id, config_params(cfg), logged)
+    return run_id
 
 
 def search_runs(client, experiment_ids: List[str], filter_string: str = "") -> list:
@@ -120,14 +147,6 @@ def search_runs(client, experiment_ids: List[str], filter_string: str = "") -> l
         token = page.token
         if not token:
             return runs
-
-
-def runs_with_tag(uri: str, experiment: str, key: str, value: str) -> list:
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
-    found = client.get_experiment_by_name(experiment)
-    return search_runs(client, [found.experiment_id], f"tags.{key} = '{value}'") if found else []
 
 
 # Six significant digits (6223.51 images/sec, 15.2848 % MFU) are finer than any rerun repeats.
@@ -186,7 +205,8 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str],
     """A run's one lifecycle: open it, yield its id, and close it by how the block ended.
 
     continue_run_id: a run to mark RUNNING again and go on with (train=accuracy's resume),
-    instead of a new one; its params stay as they were logged.
+    instead of a new one; its params stay as they were logged. mlflow.run_id: a run made for
+    this job before it started (cluster=slurm), which it records into.
 
     FINISHED when the block returns; FAILED with `failure` (the RunFailed's kind, `config`
     for a config that cannot run, `stopped` for a rank that torchrun or srun stopped, else
@@ -197,6 +217,8 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str],
     if continue_run_id:
         continue_run(uri, continue_run_id, tags)
         run_id = continue_run_id
+    elif cfg.mlflow.run_id:
+        run_id = adopt(cfg, tags)
     else:
         run_id = start_run(cfg, run_name, tags, parent_run_id)
     try:
@@ -246,8 +268,9 @@ def failure_tags(exc: BaseException) -> Dict[str, str]:
 
 def record_failure(cfg: DictConfig, run_name: str, tags: Mapping[str, str], parent_run_id: Optional[str],
                    exc: BaseException) -> None:
-    """A run that failed before it began (a sweep point whose config cannot run): still a row."""
-    run_id = start_run(cfg, run_name, tags, parent_run_id)
+    """A run that failed before it began (a sweep point whose config cannot run): still a row. A
+    run made for this job before it started (mlflow.run_id) is that row."""
+    run_id = adopt(cfg, tags) if cfg.mlflow.run_id else start_run(cfg, run_name, tags, parent_run_id)
     end_run(cfg.mlflow.tracking_uri, run_id, ok=False, tags=failure_tags(exc))
 
 

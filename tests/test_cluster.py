@@ -18,9 +18,9 @@ pytestmark = pytest.mark.slow  # real SLURM jobs and torchrun processes
 CPU_PAIR = [*TINY, "dist=1n2g"]  # two gloo ranks
 
 
-def one_error(proc) -> str:
-    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
-    assert len(errors) == 1 and errors[0].startswith("rn50: error: "), proc.stderr[-2000:]
+def one_error(stderr: str) -> str:
+    errors = [line for line in stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith("rn50: error: "), stderr[-2000:]
     return errors[0]
 
 
@@ -79,9 +79,9 @@ def test_slurm_errors_come_before_submission(slurm_cluster, tmp_path):
     before = job_ids(slurm_cluster)
     proc = rn50(tmp_path, "cluster=slurm", *TINY, "dist=2n8g", env=slurm_cluster.env)
     assert proc.returncode == 2
-    assert f"needs 2 nodes but SLURM partition {slurm_cluster.partition} has 1" in one_error(proc)
+    assert f"needs 2 nodes but SLURM partition {slurm_cluster.partition} has 1" in one_error(proc.stderr)
     proc = rn50(tmp_path, "cluster=slurm", *TINY, "mlflow.tracking_uri=http://127.0.0.1:9", env=slurm_cluster.env)
-    assert proc.returncode == 2 and "is unreachable" in one_error(proc)
+    assert proc.returncode == 2 and "is unreachable" in one_error(proc.stderr)
     assert job_ids(slurm_cluster) <= before and not runs_in(tmp_path)
     assert not list(tmp_path.rglob(".submitit")), "a job folder was made: something was submitted"
 
@@ -159,21 +159,38 @@ def test_the_sbatch_template_runs_one_rank_per_task(slurm_cluster, tmp_path):
     assert Path(run.data.tags["output_dir"]).name == f"slurm-{run.data.tags['slurm_job_id']}"
 
 
-def test_a_run_whose_job_slurm_ended_is_closed(compose_cfg, tmp_path, monkeypatch):
+def test_a_job_sbatch_refuses_has_its_run_closed_by_id(slurm_cluster, tmp_path):
+    # The run is made before the job is submitted. The test cluster has no GPUs, which only sbatch
+    # knows, so it refuses the job; the run made for it is closed by its id, as FAILED.
+    proc = rn50(tmp_path, "cluster=slurm", *TINY, "dist.accelerator=gpu", env=slurm_cluster.env)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("rn50: error:")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    (run,) = runs_in(tmp_path)
+    assert run.info.status == "FAILED" and run.data.tags["failure"] == "slurm"
+    assert run.data.tags["error"].startswith("not submitted: ")
+    assert run.data.params["mlflow.run_id"] == run.info.run_id  # the id the job would have been given
+
+
+def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg, tmp_path):
     from rn50 import slurm, tracking
-    from rn50.sweep import PARENT_ENV
 
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri={uri}"])
-    started = tracking.start_run(cfg, "point", {"slurm_job_id": "41"})
-    slurm.close_orphan(cfg, "41", "SLURM job 41 ended: CANCELLED DUE TO TIME LIMIT")
+    cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     parent = tracking.start_run(cfg, "sweep", {"rn50.role": "sweep"}, params=False)
-    monkeypatch.setenv(PARENT_ENV, parent)
-    slurm.close_orphan(cfg, "42", "SLURM job 42 ended: node failure")  # died before rank 0 made a run
+    never_started, ran_out_of_memory, adopted = (slurm.make_run(cfg, parent) for _ in range(3))
+    slurm.close_run(cfg, never_started, "SLURM job 41 ended: CANCELLED DUE TO TIME LIMIT")
+    tracking.end_run(cfg.mlflow.tracking_uri, ran_out_of_memory, ok=False, tags={"failure": "oom"})
+    slurm.close_run(cfg, ran_out_of_memory, "SLURM job 42 ended")
+    job = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db", f"mlflow.run_id={adopted}"])
+    with tracking.record(job, "point", {"cluster": "slurm"}, parent) as run_id:  # what the job's rank 0 does
+        assert run_id == adopted
 
-    runs = {r.data.tags.get("slurm_job_id"): r for r in runs_in(tmp_path)}
-    assert runs["41"].info.run_id == started and runs["41"].info.status == "FAILED"
-    assert runs["41"].data.tags["failure"] == "slurm" and "TIME LIMIT" in runs["41"].data.tags["error"]
-    assert runs["42"].info.status == "FAILED" and runs["42"].data.tags["mlflow.parentRunId"] == parent
-    assert runs["42"].data.params["cluster.name"] == "slurm"
+    runs = {r.info.run_id: r for r in runs_in(tmp_path)}
+    assert len(runs) == 4  # the sweep and its three points: nothing made twice
+    assert runs[never_started].info.status == "FAILED" and runs[never_started].data.tags["failure"] == "slurm"
+    assert "TIME LIMIT" in runs[never_started].data.tags["error"]
+    assert runs[never_started].data.params["cluster.name"] == "slurm"  # still a row of the report
+    assert runs[never_started].data.tags["mlflow.parentRunId"] == parent
+    assert runs[ran_out_of_memory].data.tags["failure"] == "oom"  # its own closing stands
+    assert runs[adopted].info.status == "FINISHED" and runs[adopted].data.params["mlflow.run_id"] == adopted

@@ -142,3 +142,16 @@ def test_keys_an_older_rn50_did_not_record_do_not_split_points(store, capsys):
     code, out, _ = run_main(cli(store, store["parent"], "tags.side = 'older'"), capsys)
     assert code == 0 and "| same |" in table_rows(out)["resnet50 amp bs64 1n1g"]
     assert "not matched on (recorded by only some runs" in out and "data.dali." in out
+
+
+def test_an_options_own_key_tells_points_apart_where_other_runs_lack_it():
+    class Run:  # the parts of an MLflow run that setup_key reads
+        def __init__(self, params):
+            self.data = type("Data", (), {"params": params, "tags": {"accelerator": "cuda"}})()
+
+    amp = {"precision.name": "amp", "data.batch_size": "256"}
+    static = {"precision.name": "amp_static", "data.batch_size": "256"}
+    runs = [Run(amp), Run({**static, "precision.loss_scale": "512.0"}), Run({**static, "precision.loss_scale": "1024.0"})]
+    keys, unshared = compare.shared_keys(runs)
+    assert "precision.loss_scale" not in keys and unshared == []  # not an upgrade's missing key
+    assert len({compare.setup_key(r, keys) for r in runs}) == 3

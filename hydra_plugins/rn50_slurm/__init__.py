@@ -2,14 +2,15 @@
 
 The plugin's own launcher gives every job of a sweep the resources of the sweep's
 first config. This one works them out per job (rn50/slurm.py), checks every job
-before anything is submitted, submits them all (they may run at once), waits, and
-closes in MLflow the runs of jobs that SLURM ended before their rank 0 could.
+before anything is submitted, makes each job's MLflow run and passes its id to the job
+(mlflow.run_id), submits them all (they may run at once), waits, and closes by id the
+runs of jobs that SLURM ended before their rank 0 could. A sweep.resume point that
+finished before is neither made nor submitted again.
 """
 
 import logging
 import os
-import time
-from typing import Sequence
+from typing import Optional, Sequence
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.singleton import Singleton
@@ -17,7 +18,7 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as SubmititSlurmLauncher
 from omegaconf import DictConfig
 
-from rn50 import launch, slurm, tracking
+from rn50 import launch, schema, slurm, tracking
 from rn50.errors import RunFailed
 from rn50.sweep import PARENT_ENV
 
@@ -30,6 +31,7 @@ class SlurmLauncher(SubmititSlurmLauncher):
 
         HydraConfig.instance().set_config(self.config)  # resolves ${hydra:runtime.cwd} in the job configs
         configs = [self.hydra_context.config_loader.load_sweep_config(self.config, list(o)) for o in job_overrides]
+        hashes = [schema.config_hash(cfg) for cfg in configs]  # as composed, as each job's run is tagged
         for cfg in configs:
             launch.preflight(cfg, here=False)
         plans = [slurm.resources(cfg, self.params) for cfg in configs]
@@ -43,32 +45,61 @@ class SlurmLauncher(SubmititSlurmLauncher):
         for uri in {cfg.mlflow.tracking_uri for cfg in configs}:
             tracking.check_reachable(uri)
 
+        parent = os.environ.get(PARENT_ENV)
+        points = [(idx, list(overrides), cfg, params) for idx, (overrides, cfg, params)
+                  in enumerate(zip(job_overrides, configs, plans), initial_job_idx)]
+        done = {idx: self._finished_before(cfg, parent, overrides, hashes[idx - initial_job_idx])
+                for idx, overrides, cfg, _ in points}
+        runs = {idx: slurm.make_run(cfg, parent) for idx, _, cfg, _ in points if done[idx] is None}
         executor = submitit.AutoExecutor(
             folder=self.params["submitit_folder"], cluster="slurm",
             slurm_max_num_timeout=self.params["max_num_timeout"],
         )
-        jobs, submitted_ms = [], int(time.time() * 1000)
-        for idx, (overrides, params) in enumerate(zip(job_overrides, plans), initial_job_idx):
-            executor.update_parameters(**slurm.submitit_parameters(params))
-            job = executor.submit(self, list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}",
-                                  Singleton.get_state())
-            log.info("#%d: SLURM job %s: sbatch %s", idx, job.job_id, slurm.describe(params))
-            jobs.append(job)
-        return [self._wait(job, cfg, overrides, submitted_ms) for job, cfg, overrides in zip(jobs, configs, job_overrides)]
+        jobs = {}
+        try:
+            for idx, overrides, cfg, params in points:
+                if idx not in runs:
+                    continue
+                executor.update_parameters(**slurm.submitit_parameters(params))
+                jobs[idx] = executor.submit(self, [*overrides, f"mlflow.run_id={runs[idx]}"], "hydra.sweep.dir", idx,
+                                            f"job_id_for_{idx}", Singleton.get_state())
+                tracking.log_results(cfg.mlflow.tracking_uri, runs[idx], {}, {"slurm_job_id": jobs[idx].job_id})
+                log.info("#%d: SLURM job %s: sbatch %s", idx, jobs[idx].job_id, slurm.describe(params))
+        except BaseException as exc:  # sbatch refused one: the runs of the points not submitted fail
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+            for idx, _, cfg, _ in points:
+                if idx in runs and idx not in jobs:
+                    slurm.close_run(cfg, runs[idx], f"not submitted: {lines[-1]}"[:300])
+            if isinstance(exc, Exception):
+                raise RunFailed(f"SLURM refused the job: {lines[-1]}", kind="slurm") from exc
+            raise
+        return [done[idx] or self._wait(jobs[idx], cfg, overrides, runs[idx]) for idx, overrides, cfg, _ in points]
+
+    @staticmethod
+    def _finished_before(cfg: DictConfig, parent, overrides, config_hash: str) -> Optional[JobReturn]:
+        """sweep.resume: the JobReturn of a point that FINISHED before in this sweep, or None to run it."""
+        if not (parent and cfg.sweep.resume):
+            return None
+        earlier = tracking.earlier_point(cfg.mlflow.tracking_uri, parent, config_hash)
+        if earlier is None or earlier.info.status != "FINISHED":
+            return None
+        log.info("%s: finished before as run %s, not submitted again", schema.run_name(cfg), earlier.info.run_id)
+        return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED,
+                         _return_value={"run_id": earlier.info.run_id, **earlier.data.metrics})
 
     def checkpoint(self, *args, **kwargs) -> None:
         """No requeue by submitit on preemption or time-out (submitit asks this): a benchmark is not
         resumed, and a train=accuracy job is requeued by Lightning, on USR1 (rn50/slurm.py)."""
         return None
 
-    def _wait(self, job, cfg: DictConfig, overrides, submitted_ms: int) -> JobReturn:
-        """The job's JobReturn; a job SLURM ended early gets its run closed, or a failed row made."""
+    def _wait(self, job, cfg: DictConfig, overrides, run_id: str) -> JobReturn:
+        """The job's JobReturn; the run of a job SLURM ended early is closed by its id."""
         try:
             result = job.results()[0]  # rank 0's
             summary = result.return_value
         except Exception as exc:  # submitit raises for a failed or killed job
             error = f"SLURM job {job.job_id} ended: {slurm.last_line(job, exc)}"
-            slurm.close_orphan(cfg, job.job_id, error, submitted_ms)
+            slurm.close_run(cfg, run_id, error)
             result, summary = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED), None
             if os.environ.get(PARENT_ENV):
                 log.warning("%s", error)
