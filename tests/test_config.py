@@ -5,7 +5,7 @@ from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ValidationError
 
 from conftest import CONF
-from rn50.errors import ConfigError, _one_line
+from rn50.errors import ConfigError, one_line
 from rn50.schema import Accelerator, Arch, dist_name, profiled_steps, validate
 
 GROUPS = ["model", "precision", "data", "dist", "profiler", "cluster", "mfu", "experiment"]
@@ -55,14 +55,14 @@ def test_amp_static_defaults_to_1024(compose_cfg):
 def test_unknown_option_lists_the_choices(compose_cfg):
     with pytest.raises(MissingConfigException) as info:
         compose_cfg(["precision=fp8"])
-    line = _one_line(info.value)
+    line = one_line(info.value)
     assert "precision=fp8" in line and "bf16" in line and "amp_static" in line
 
 
 def test_wrong_type_names_the_dotted_key(compose_cfg):
     with pytest.raises(ConfigCompositionException) as info:
         compose_cfg(["dist.accelerator=tpu"])
-    line = _one_line(info.value)
+    line = one_line(info.value)
     assert "dist.accelerator" in line and "gpu" in line and "\n" not in line
 
 
@@ -138,4 +138,4 @@ def test_a_bad_int_names_the_key(compose_cfg):
     with pytest.raises(ConfigCompositionException) as info:
         compose_cfg(["data.image_size=lots"])
     assert isinstance(info.value.__cause__, ValidationError)
-    assert "data.image_size" in _one_line(info.value)
+    assert "data.image_size" in one_line(info.value)

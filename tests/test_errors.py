@@ -3,7 +3,7 @@
 import pytest
 from hydra.errors import HydraException
 
-from rn50.errors import ConfigError, _one_line
+from rn50.errors import ConfigError, one_line
 from rn50.keys import check_declared, closest, closest_key
 
 TYPOS = {
@@ -26,7 +26,7 @@ TYPOS = {
 def line_for(compose_cfg, override):
     with pytest.raises(HydraException) as info:
         compose_cfg([override])
-    line = _one_line(info.value)
+    line = one_line(info.value)
     assert "\n" not in line
     return line
 

@@ -87,11 +87,11 @@ def test_a_capturing_compile_mode_is_recorded_as_cuda_graphs(compose_cfg):
 def test_an_unknown_compile_mode_lists_the_modes(compose_cfg):
     from hydra.errors import ConfigCompositionException
 
-    from rn50.errors import _one_line
+    from rn50.errors import one_line
 
     with pytest.raises(ConfigCompositionException) as info:
         compose_cfg(["model.compile_mode=fast"])
-    assert "model.compile_mode" in _one_line(info.value) and "reduce-overhead" in _one_line(info.value)
+    assert "model.compile_mode" in one_line(info.value) and "reduce-overhead" in one_line(info.value)
 
 
 def test_batch_size_auto_composes_and_mixes_with_fixed_sizes(compose_cfg):
