@@ -83,6 +83,8 @@ BAD = {
     "unknown key": (["data.batch_sze=8"], "data.batch_sze: no such key; did you mean data.batch_size?"),
     "another option's key": (["precision.loss_scale=8"],
                              "precision.loss_scale is a key of precision=amp_static only; add precision=amp_static"),
+    "another option's key with +": (["precision=fp32", "+precision.loss_scale=8"],
+                                    "precision.loss_scale is a key of precision=amp_static only"),
     "zero batch": (["data.batch_size=0"], "data.batch_size"),
     "negative lr": (["optim.lr=-1"], "optim.lr=-1.0 is out of range"),
     "tiny image": (["data.image_size=8"], "data.image_size"),

@@ -46,6 +46,17 @@ def test_loss_scale_is_amp_statics_own_typed_key(compose_cfg):
         validate(compose_cfg(["precision=amp_static", "precision.loss_scale=-1"]))
 
 
+def test_a_rank_types_an_option_by_its_keys_whatever_its_name():
+    """An option of the user's may name a built-in one's schema (amp_static's, with its loss_scale)."""
+    from omegaconf import OmegaConf
+
+    from rn50.schema import AmpStaticConfig, PrecisionConfig, typed
+
+    mine = typed({"precision": {"_target_": "my.Amp512", "name": "amp512", "loss_scale": 512}})
+    assert OmegaConf.get_type(mine.precision) is AmpStaticConfig and mine.precision.loss_scale == 512.0
+    assert OmegaConf.get_type(typed({"precision": {"_target_": "my.P", "name": "p"}}).precision) is PrecisionConfig
+
+
 def test_a_precision_name_alone_cannot_switch_the_class(compose_cfg):
     with pytest.raises(ConfigError, match=r"^precision\.name=bf16 does not match precision\._target_="
                                           r"rn50\.precision\.Amp, which is precision=amp; choose the precision "
