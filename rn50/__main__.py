@@ -50,6 +50,8 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
     if cfg.dry_run:
         print(launch.dry_run(cfg, HydraConfig.get().overrides.task))
         return None
+    if cfg.cluster.name == ClusterName.slurm and "SLURM_PROCID" not in os.environ:
+        return submit_to_slurm(cfg, out)  # one run from the submitting host (a sweep's jobs: hydra_plugins/)
     rank = launch.process_rank(cfg)
     tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed
     try:
@@ -92,6 +94,19 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
         uri = cfg.mlflow.tracking_uri
         print(tracking.ui_hint(uri, tracking.experiment_of(uri, run_id), output_dir=str(out)))
     return {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}
+
+
+def submit_to_slurm(cfg: DictConfig, out: Path) -> dict:
+    from rn50 import slurm
+
+    launcher = OmegaConf.to_container(HydraConfig.get().launcher, resolve=False)
+    launcher = {k: v for k, v in launcher.items() if k not in ("_target_", "submitit_folder")}
+    done = slurm.submit_run(cfg, list(HydraConfig.get().overrides.task), out, launcher)
+    name, uri = schema.run_name(cfg), cfg.mlflow.tracking_uri
+    headline = results.training_headline if cfg.train.name == TrainName.accuracy else results.headline
+    log.info("%s; MLflow run %s", headline(name, done), done["run_id"])
+    print(tracking.ui_hint(uri, tracking.experiment_of(uri, done["run_id"]), output_dir=str(out)))
+    return done
 
 
 def finished_before(cfg: DictConfig, parent: str, config_hash: str, name: str, say: bool) -> Optional[dict]:

@@ -137,7 +137,7 @@ def run_rank_here(cfg: DictConfig, out: Path) -> Optional[list]:
 def dry_run(cfg: DictConfig, overrides) -> str:
     """What dry_run=true prints, after the checks that can be made from this host."""
     preflight(cfg, here=cfg.cluster.name == ClusterName.local)
-    if cfg.cluster.name == ClusterName.slurm:  # hydra.mode=RUN, as in launchers/rn50.sbatch
+    if cfg.cluster.name == ClusterName.slurm:  # one run; a --multirun's jobs print from hydra_plugins/
         from rn50 import slurm
 
         return f"sbatch {slurm.describe(slurm.resources(cfg, {}))}"
