@@ -1,0 +1,145 @@
+"""Clusters as components: each conf/cluster/*.yaml names its class with `_target_`, and Hydra's
+instantiate builds it from the option's keys (cfg.cluster, typed by the option's own schema:
+slurm's partition, account, qos, timeout_min, cpus_per_task and sbatch; torchrun's rdzv_endpoint).
+A class says how a run's processes start:
+
+- check(cfg): compose-time checks of its keys (ConfigError, one line naming the key);
+- rank_env: the variables of this process's rank and the world size its starter sets, or None
+  where rn50 starts the ranks itself (rn50/pool.py);
+- submits(): whether this process hands the run to the cluster instead of being one of its
+  ranks, and submit(cfg, overrides, out) to do so;
+- dry_run(cfg, overrides): what dry_run=true prints;
+- environment(requeue): the Lightning cluster environment of each rank.
+
+Torch and Lightning are imported only inside the calls that need them: the launcher builds these
+objects too. Adding a cluster is one YAML file and one class, as for data pipelines.
+"""
+
+import os
+import shlex
+import uuid
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from omegaconf import DictConfig
+
+from rn50 import components
+
+
+def of(cfg: DictConfig) -> "Cluster":
+    """The run's cluster object, built from cfg.cluster's `_target_`."""
+    return components.of(cfg, "cluster", "rn50.clusters.Slurm", "cluster")
+
+
+class Cluster:
+    """What every cluster answers; the base runs every rank on this host, started by rn50."""
+
+    name: Optional[str] = None
+    """The option's name, which cluster.name must then be; None lets the YAML's name stand."""
+    rank_env: Optional[Tuple[str, str]] = None
+    """(rank, world size): the variables the cluster's starter sets in each process."""
+    starter, start_hint = "", ""
+    """Who starts the processes, and how to, for the error of a process it did not start."""
+
+    def __init__(self, **keys):
+        """instantiate passes the option's keys; the calls read them from cfg.cluster, as checked."""
+
+    def check(self, cfg: DictConfig) -> None:
+        """Compose-time checks of cfg.cluster; nothing to check by default."""
+
+    def submits(self) -> bool:
+        return False
+
+    def submit(self, cfg: DictConfig, overrides: List[str], out: Path) -> dict:
+        raise NotImplementedError(f"cluster={cfg.cluster.name} submits nothing")
+
+    def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
+        from rn50.schema import dist_name
+
+        return (f"dist={dist_name(cfg)}: {cfg.dist.gpus_per_node} {cfg.dist.accelerator.value} process(es) on "
+                "this host, kept warm between runs of a sweep")
+
+    def environment(self, requeue: bool) -> list:
+        """Say who started the ranks: Lightning would otherwise take SLURM's variables over rn50's
+        whenever a SLURM allocation surrounds a local run."""
+        from pytorch_lightning.plugins.environments import LightningEnvironment
+
+        from rn50.pool import POOL_ENV
+
+        return [LightningEnvironment()] if POOL_ENV in os.environ else []
+
+
+class Local(Cluster):
+    """One process per device on this host, started and kept warm by rn50 (rn50/pool.py)."""
+
+    name = "local"
+
+
+class Torchrun(Cluster):
+    """The processes of a torchrun the user started on each node (c10d rendezvous)."""
+
+    name, rank_env = "torchrun", ("RANK", "WORLD_SIZE")
+    starter = "torchrun"
+    start_hint = "run the commands that `python -m rn50 cluster=torchrun dry_run=true` prints on each node"
+
+    def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
+        """Each node's torchrun command."""
+        from rn50.schema import dist_name
+
+        name, nodes, per_node = dist_name(cfg), cfg.dist.nodes, cfg.dist.gpus_per_node
+        args = [o for o in overrides if not o.startswith(("dry_run=", "cluster="))]
+        command = shlex.join([
+            "torchrun", f"--nnodes={nodes}", f"--nproc-per-node={per_node}", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={cfg.cluster.rdzv_endpoint}", f"--rdzv-id=rn50-{uuid.uuid4().hex[:8]}",
+            "-m", "rn50", "cluster=torchrun", *args,
+        ])
+        lines = [f"dist={name}: {nodes} node(s) x {per_node} {cfg.dist.accelerator.value} process(es); run on "
+                 f"each node, node 0 at {cfg.cluster.rdzv_endpoint.rsplit(':', 1)[0]} (the rendezvous numbers "
+                 "the nodes):"]
+        return "\n".join(lines + [f"node {i}: {command}" for i in range(nodes)])
+
+    def environment(self, requeue: bool) -> list:
+        from pytorch_lightning.plugins.environments import TorchElasticEnvironment
+
+        return [TorchElasticEnvironment()] if TorchElasticEnvironment.detect() else super().environment(requeue)
+
+
+class Slurm(Cluster):
+    """One SLURM job per run, a task per device (rn50/slurm.py; a sweep's jobs: hydra_plugins/)."""
+
+    name, rank_env = "slurm", ("SLURM_PROCID", "SLURM_NTASKS")
+    starter, start_hint = "SLURM", "submit with `python -m rn50 cluster=slurm` from a host with sbatch"
+
+    def check(self, cfg: DictConfig) -> None:
+        from rn50.schema import _positive
+
+        _positive(cfg, "cluster.timeout_min", "use a time limit of 1 minute or more")
+        if cfg.cluster.cpus_per_task is not None:
+            _positive(cfg, "cluster.cpus_per_task", "use 1 or more, or null for SLURM's default")
+
+    def submits(self) -> bool:
+        """Outside a SLURM task: the submitting host. Inside one, this process is a rank."""
+        return "SLURM_PROCID" not in os.environ
+
+    def submit(self, cfg: DictConfig, overrides: List[str], out: Path) -> dict:
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import OmegaConf
+
+        from rn50 import slurm
+
+        launcher = OmegaConf.to_container(HydraConfig.get().launcher, resolve=False)
+        launcher = {k: v for k, v in launcher.items() if k not in ("_target_", "submitit_folder")}
+        return slurm.submit_run(cfg, overrides, out, launcher)
+
+    def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
+        from rn50 import slurm
+
+        return f"sbatch {slurm.describe(slurm.resources(cfg, {}))}"
+
+    def environment(self, requeue: bool) -> list:
+        """A benchmark is not resumed; a train=accuracy run is requeued on REQUEUE_SIGNAL and resumes."""
+        from pytorch_lightning.plugins.environments import SLURMEnvironment
+
+        from rn50.rank import REQUEUE_SIGNAL
+
+        return [SLURMEnvironment(auto_requeue=requeue, requeue_signal=REQUEUE_SIGNAL)]
