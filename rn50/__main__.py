@@ -21,11 +21,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import STARTED, console, launch, pool, results, resume, schema, tracking
+from rn50 import STARTED, clusters, console, launch, pool, results, resume, schema, tracking
 from rn50.config_dir import config_dir
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, Interrupted, reported
-from rn50.schema import ClusterName, TrainName
+from rn50.schema import TrainName
 from rn50.sweep import PARENT_ENV, URI_ENV
 
 log = logging.getLogger("rn50")
@@ -38,7 +38,8 @@ def run(cfg: DictConfig) -> Optional[dict]:
     # one rank: it must fail visibly, so that submitit records the failure and srun
     # stops the other ranks instead of leaving them waiting in a collective.
     sweep = HydraConfig.get().mode == RunMode.MULTIRUN
-    slurm_task = cfg.cluster.name == ClusterName.slurm and "SLURM_PROCID" in os.environ
+    cluster = clusters.of(cfg)
+    slurm_task = cluster.name == "slurm" and not cluster.submits()
     with reported(exit=not sweep, reraise=slurm_task):
         parent = os.environ.get(PARENT_ENV)
         return benchmark(cfg, parent, started=time.time() if parent else STARTED)
@@ -50,8 +51,8 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
     if cfg.dry_run:
         print(launch.dry_run(cfg, HydraConfig.get().overrides.task))
         return None
-    if cfg.cluster.name == ClusterName.slurm and "SLURM_PROCID" not in os.environ:
-        return submit_to_slurm(cfg, out)  # one run from the submitting host (a sweep's jobs: hydra_plugins/)
+    if clusters.of(cfg).submits():  # one run from SLURM's submitting host (a sweep's jobs: hydra_plugins/)
+        return submitted(cfg, out)
     rank = launch.process_rank(cfg)
     tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed
     try:
@@ -96,12 +97,9 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
     return {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}
 
 
-def submit_to_slurm(cfg: DictConfig, out: Path) -> dict:
-    from rn50 import slurm
-
-    launcher = OmegaConf.to_container(HydraConfig.get().launcher, resolve=False)
-    launcher = {k: v for k, v in launcher.items() if k not in ("_target_", "submitit_folder")}
-    done = slurm.submit_run(cfg, list(HydraConfig.get().overrides.task), out, launcher)
+def submitted(cfg: DictConfig, out: Path) -> dict:
+    """Hand the run to the cluster, wait for it, and print its result as a run here prints it."""
+    done = clusters.of(cfg).submit(cfg, list(HydraConfig.get().overrides.task), out)
     name, uri = schema.run_name(cfg), cfg.mlflow.tracking_uri
     headline = results.training_headline if cfg.train.name == TrainName.accuracy else results.headline
     log.info("%s; MLflow run %s", headline(name, done), done["run_id"])
@@ -130,7 +128,7 @@ def run_tags(cfg: DictConfig, out: Path) -> dict:
         "launch_host": socket.gethostname(),
         "output_dir": str(out),
         "dist": schema.dist_name(cfg),
-        "cluster": cfg.cluster.name.value,
+        "cluster": cfg.cluster.name,
         tracking.HASH_TAG: schema.config_hash(cfg),  # finds a sweep point again (sweep.resume)
         **({"slurm_job_id": os.environ["SLURM_JOB_ID"]} if "SLURM_JOB_ID" in os.environ else {}),
         **({"git_commit": commit, "mlflow.source.git.commit": commit} if commit else {}),

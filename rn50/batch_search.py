@@ -294,13 +294,11 @@ def join_ranks(cfg, device) -> None:
     from torch.distributed.constants import default_pg_timeout
     from pytorch_lightning.plugins.environments import SLURMEnvironment
 
-    from rn50.schema import ClusterName
-
     if dist.is_initialized():
         return
     cuda = device.type == "cuda"
     backend, device_id = ("nccl", device) if cuda else ("gloo", None)
-    if cfg.cluster.name != ClusterName.slurm:  # torchrun and rn50's pool set RANK, WORLD_SIZE, MASTER_*
+    if cfg.cluster.name != "slurm":  # torchrun and rn50's pool set RANK, WORLD_SIZE, MASTER_*
         dist.init_process_group(backend, timeout=default_pg_timeout, device_id=device_id)
         return
     env = SLURMEnvironment(auto_requeue=False)

@@ -24,6 +24,7 @@ from typing import List, Optional, Tuple
 from omegaconf import DictConfig
 
 from rn50 import components
+from rn50.errors import ConfigError
 
 
 def of(cfg: DictConfig) -> "Cluster":
@@ -46,6 +47,9 @@ class Cluster:
 
     def check(self, cfg: DictConfig) -> None:
         """Compose-time checks of cfg.cluster; nothing to check by default."""
+
+    def check_started(self, cfg: DictConfig) -> None:
+        """Checks of a process the cluster's starter started; none by default."""
 
     def submits(self) -> bool:
         return False
@@ -81,6 +85,12 @@ class Torchrun(Cluster):
     name, rank_env = "torchrun", ("RANK", "WORLD_SIZE")
     starter = "torchrun"
     start_hint = "run the commands that `python -m rn50 cluster=torchrun dry_run=true` prints on each node"
+
+    def check_started(self, cfg: DictConfig) -> None:
+        if os.environ.get("TORCHELASTIC_RUN_ID", "none") == "none":
+            # It names the output directory all ranks share (conf/cluster/torchrun.yaml).
+            raise ConfigError("cluster=torchrun needs torchrun's --rdzv-id, the same on every node; "
+                              "the commands that dry_run=true prints carry one")
 
     def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
         """Each node's torchrun command."""

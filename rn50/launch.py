@@ -12,23 +12,17 @@ Nothing here imports torch: the GPU count comes from NVML.
 import contextlib
 import logging
 import os
-import shlex
-import uuid
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from omegaconf import DictConfig
 
-from rn50 import console, keys, nvml, pipelines, pool, precision, profilers, schema
+from rn50 import clusters, console, keys, nvml, pipelines, pool, precision, profilers, schema
 from rn50.compilation import check_cuda_graphs
 from rn50.errors import ConfigError, RunFailed, error_line, failure_kind
-from rn50.schema import Accelerator, ClusterName, dist_name
+from rn50.schema import Accelerator, dist_name
 
 log = logging.getLogger(__name__)
-
-
-# The variables that say which rank a process is and how many there are.
-RANK_ENV = {ClusterName.torchrun: ("RANK", "WORLD_SIZE"), ClusterName.slurm: ("SLURM_PROCID", "SLURM_NTASKS")}
 
 
 def resolve_accelerator(cfg: DictConfig, here: bool = True) -> Accelerator:
@@ -38,7 +32,7 @@ def resolve_accelerator(cfg: DictConfig, here: bool = True) -> Accelerator:
     torchrun commands): their GPUs cannot be counted from this one, so auto means gpu.
     """
     name, per_node = dist_name(cfg), cfg.dist.gpus_per_node
-    if cfg.dist.nodes > 1 and cfg.cluster.name == ClusterName.local:
+    if cfg.dist.nodes > 1 and clusters.of(cfg).rank_env is None:
         raise ConfigError(
             f"dist={name} needs {cfg.dist.nodes} nodes but cluster=local runs on this host only; "
             f"use cluster=slurm or cluster=torchrun, or a dist option with 1 node (1n{per_node}g)"
@@ -73,23 +67,18 @@ def preflight(cfg: DictConfig, here: bool = True) -> None:
 def process_rank(cfg: DictConfig) -> int:
     """This process's global rank: 0 for cluster=local, whose ranks are its children; else
     the rank torchrun or SLURM gave it, once the number of processes matches dist."""
-    if cfg.cluster.name == ClusterName.local:
+    cluster = clusters.of(cfg)
+    if cluster.rank_env is None:
         return 0
-    rank_key, world_key = RANK_ENV[cfg.cluster.name]
-    starter = "torchrun" if cfg.cluster.name == ClusterName.torchrun else "SLURM"
+    rank_key, world_key = cluster.rank_env
     if rank_key not in os.environ:
-        how = ("run the commands that `python -m rn50 cluster=torchrun dry_run=true` prints on each node"
-               if starter == "torchrun" else "submit with `python -m rn50 cluster=slurm` from a host with sbatch")
-        raise ConfigError(f"cluster={cfg.cluster.name.value} but {starter} did not start this process "
-                          f"({rank_key} is not set); {how}")
-    if starter == "torchrun" and os.environ.get("TORCHELASTIC_RUN_ID", "none") == "none":
-        # It names the output directory all ranks share (conf/cluster/torchrun.yaml).
-        raise ConfigError("cluster=torchrun needs torchrun's --rdzv-id, the same on every node; "
-                          "the commands that dry_run=true prints carry one")
+        raise ConfigError(f"cluster={cfg.cluster.name} but {cluster.starter} did not start this process "
+                          f"({rank_key} is not set); {cluster.start_hint}")
+    cluster.check_started(cfg)
     world, wanted = int(os.environ[world_key]), cfg.dist.nodes * cfg.dist.gpus_per_node
     if world != wanted:
         raise ConfigError(
-            f"dist={dist_name(cfg)} needs {wanted} processes but {starter} started {world}; start "
+            f"dist={dist_name(cfg)} needs {wanted} processes but {cluster.starter} started {world}; start "
             f"{cfg.dist.nodes} node(s) of {cfg.dist.gpus_per_node} process(es), or set dist to match"
         )
     return int(os.environ[rank_key])
@@ -100,7 +89,7 @@ def submit(cfg: DictConfig, config_yaml: str, out: Path) -> Callable[[], list]:
     names the first failure). On this host the ranks start now, importing torch and making
     their CUDA contexts while this process opens the MLflow run; under torchrun and SLURM this
     process is rank 0 and runs its rank when the call is made."""
-    if cfg.cluster.name != ClusterName.local:
+    if clusters.of(cfg).rank_env is not None:  # this process is rank 0 of processes the cluster started
         return lambda: run_rank_here(cfg, out)
     own = profilers.of(cfg).launcher(cfg, config_yaml, out)  # ncu starts its one rank itself
     return own or pool.submit(cfg.dist.gpus_per_node, cfg.dist.accelerator.value, config_yaml, out)
@@ -130,33 +119,13 @@ def run_rank_here(cfg: DictConfig, out: Path) -> Optional[list]:
         message = error_line(str(exc)) or type(exc).__name__
         # submitit raises UncompletedJobError in rank 0 when SLURM times the job out or preempts it.
         kind = "slurm" if type(exc).__name__ == "UncompletedJobError" else failure_kind(message)
-        raise RunFailed(f"rank {os.environ.get(RANK_ENV[cfg.cluster.name][0], 0)} failed: {message}",
+        rank = os.environ.get((clusters.of(cfg).rank_env or ("RANK",))[0], 0)
+        raise RunFailed(f"rank {rank} failed: {message}",
                         kind=kind) from exc
 
 
 def dry_run(cfg: DictConfig, overrides) -> str:
     """What dry_run=true prints, after the checks that can be made from this host."""
-    preflight(cfg, here=cfg.cluster.name == ClusterName.local)
-    if cfg.cluster.name == ClusterName.slurm:  # one run; a --multirun's jobs print from hydra_plugins/
-        from rn50 import slurm
-
-        return f"sbatch {slurm.describe(slurm.resources(cfg, {}))}"
-    return plan(cfg, overrides)
-
-
-def plan(cfg: DictConfig, overrides) -> str:
-    """What a dry run prints for cluster=local or torchrun: the processes, or each node's command."""
-    name, nodes, per_node = dist_name(cfg), cfg.dist.nodes, cfg.dist.gpus_per_node
-    device = cfg.dist.accelerator.value
-    if cfg.cluster.name == ClusterName.local:
-        return f"dist={name}: {per_node} {device} process(es) on this host, kept warm between runs of a sweep"
-    args = [o for o in overrides if not o.startswith(("dry_run=", "cluster="))]
-    command = shlex.join([
-        "torchrun", f"--nnodes={nodes}", f"--nproc-per-node={per_node}", "--rdzv-backend=c10d",
-        f"--rdzv-endpoint={cfg.cluster.rdzv_endpoint}", f"--rdzv-id=rn50-{uuid.uuid4().hex[:8]}",
-        "-m", "rn50", "cluster=torchrun", *args,
-    ])
-    lines = [f"dist={name}: {nodes} node(s) x {per_node} {device} process(es); run on each node, "
-             f"node 0 at {cfg.cluster.rdzv_endpoint.rsplit(':', 1)[0]} (the rendezvous numbers the nodes):"]
-    lines += [f"node {i}: {command}" for i in range(nodes)]
-    return "\n".join(lines)
+    cluster = clusters.of(cfg)
+    preflight(cfg, here=cluster.rank_env is None)
+    return cluster.dry_run(cfg, list(overrides))  # a SLURM --multirun's jobs print from hydra_plugins/

@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from rn50.errors import ConfigError, RunFailed
 from rn50 import pool
-from rn50.schema import Accelerator, ClusterName, dist_name
+from rn50.schema import Accelerator, dist_name
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +43,9 @@ def preflight(cfg: DictConfig) -> None:
             f"{' on PATH' if '/' not in exe else ''}; install Nsight Compute or set "
             "profiler.executable=/path/to/ncu"
         )
-    if cfg.cluster.name != ClusterName.local:
+    if cfg.cluster.name != "local":
         raise ConfigError(
-            f"cluster={cfg.cluster.name.value}: profiler=ncu starts its one process under ncu itself; "
+            f"cluster={cfg.cluster.name}: profiler=ncu starts its one process under ncu itself; "
             "use cluster=local (the default) on a GPU host"
         )
     if cfg.dist.nodes * cfg.dist.gpus_per_node != 1:

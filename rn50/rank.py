@@ -19,18 +19,16 @@ from typing import List, Optional
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.plugins.environments import (LightningEnvironment, SLURMEnvironment,
-                                                    TorchElasticEnvironment)
 from pytorch_lightning.strategies import DDPStrategy
 
-from rn50 import batch_search, console, data, environment, mfu, precision, profilers
+from rn50 import batch_search, clusters, console, data, environment, mfu, precision, profilers
 from rn50.errors import failure_kind, error_line
 from rn50.model import ResNetModule
 from rn50.nvtx import NvtxRanges
 from rn50.pool import POOL_ENV
 from rn50.progress import Progress
 from rn50.results import RankResult
-from rn50.schema import Accelerator, ClusterName, TrainName, profiled_steps, typed
+from rn50.schema import Accelerator, TrainName, profiled_steps, typed
 from rn50.throughput import ThroughputCallback
 
 
@@ -86,15 +84,9 @@ REQUEUE_SIGNAL = signal.SIGUSR1
 
 
 def cluster_environment(cfg, requeue: bool = False) -> list:
-    """Say who started the ranks: Lightning would otherwise take SLURM's variables over the
-    launcher's whenever a SLURM allocation surrounds a local or torchrun run. requeue: a
-    train=accuracy run, which SLURM requeues on REQUEUE_SIGNAL and which resumes from its checkpoint."""
-    if cfg.cluster.name == ClusterName.slurm:
-        # A benchmark is not resumed; an accuracy run is.
-        return [SLURMEnvironment(auto_requeue=requeue, requeue_signal=REQUEUE_SIGNAL)]
-    if TorchElasticEnvironment.detect():
-        return [TorchElasticEnvironment()]
-    return [LightningEnvironment()] if POOL_ENV in os.environ else []
+    """Say who started the ranks (rn50/clusters.py). requeue: a train=accuracy run, which SLURM
+    requeues on REQUEUE_SIGNAL and which resumes from its checkpoint."""
+    return clusters.of(cfg).environment(requeue)
 
 
 def skip_sigterm_broadcast(trainer: pl.Trainer) -> None:

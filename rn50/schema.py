@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
-from rn50 import pipelines, precision, profilers
+from rn50 import clusters, pipelines, precision, profilers
 from rn50.errors import ConfigError
 
 # Every ResNet downsamples by 32; below that BatchNorm sees a single value per channel.
@@ -64,12 +64,6 @@ class TrainName(Enum):
 class OptimName(Enum):
     sgd = "sgd"
     lars = "lars"
-
-
-class ClusterName(Enum):
-    local = "local"
-    slurm = "slurm"
-    torchrun = "torchrun"
 
 
 # torch.compile's own mode names, hyphens included, so `model.compile_mode=reduce-overhead`
@@ -251,23 +245,36 @@ class NcuConfig(ProfilerConfig):
 
 @dataclass
 class ClusterConfig:
-    name: ClusterName = ClusterName.local
+    """The keys every cluster has; slurm's and torchrun's own keys are typed by their subclasses,
+    which their YAML files name in their defaults lists."""
+
+    _target_: str = "rn50.clusters.Local"
+    """The cluster's class (rn50/clusters.py): Hydra's instantiate builds it from these keys."""
+    name: str = "local"
     """Where processes start. local: one process per device on this host; slurm: one SLURM job
     per run, a task per device; torchrun: the processes of a torchrun the user started on each node."""
+
+
+@dataclass
+class SlurmClusterConfig(ClusterConfig):
     partition: Optional[str] = None
-    """slurm: partition to submit to; null is the cluster's default partition."""
+    """Partition to submit to; null is the cluster's default partition."""
     account: Optional[str] = None
-    """slurm: account to charge (sbatch --account)."""
+    """Account to charge (sbatch --account)."""
     qos: Optional[str] = None
-    """slurm: quality of service (sbatch --qos)."""
+    """Quality of service (sbatch --qos)."""
     timeout_min: int = 60
-    """slurm: time limit of each job in minutes (sbatch --time)."""
+    """Time limit of each job in minutes (sbatch --time)."""
     cpus_per_task: Optional[int] = None
-    """slurm: CPU cores per task, i.e. per device (sbatch --cpus-per-task); null is SLURM's default."""
+    """CPU cores per task, i.e. per device (sbatch --cpus-per-task); null is SLURM's default."""
     sbatch: Dict[str, str] = field(default_factory=dict)
-    """slurm: any other sbatch option, without its dashes: {constraint: h100, exclusive: ""}."""
+    """Any other sbatch option, without its dashes: {constraint: h100, exclusive: ""}."""
+
+
+@dataclass
+class TorchrunClusterConfig(ClusterConfig):
     rdzv_endpoint: str = "HEAD_NODE:29500"
-    """torchrun: host:port of node 0, reachable from every node; used in the printed commands."""
+    """host:port of node 0, reachable from every node; used in the printed commands."""
 
 
 @dataclass
@@ -378,6 +385,8 @@ ConfigStore.instance().store(name="rn50_schema", node=Rn50Config)
 ConfigStore.instance().store(group="schema/precision", name="amp_static", node=AmpStaticConfig)
 ConfigStore.instance().store(group="schema/profiler", name="pytorch", node=TorchProfilerConfig)
 ConfigStore.instance().store(group="schema/profiler", name="ncu", node=NcuConfig)
+ConfigStore.instance().store(group="schema/cluster", name="slurm", node=SlurmClusterConfig)
+ConfigStore.instance().store(group="schema/cluster", name="torchrun", node=TorchrunClusterConfig)
 
 
 def typed(tree: Any) -> DictConfig:
@@ -436,10 +445,7 @@ def validate(cfg: DictConfig) -> DictConfig:
     if cfg.train.name == TrainName.accuracy:
         _check_training(cfg, pipeline)
     precision.of(cfg).check(cfg)
-    if cfg.cluster.name == ClusterName.slurm:
-        _positive(cfg, "cluster.timeout_min", "use a time limit of 1 minute or more")
-        if cfg.cluster.cpus_per_task is not None:
-            _positive(cfg, "cluster.cpus_per_task", "use 1 or more, or null for SLURM's default")
+    clusters.of(cfg).check(cfg)
     if cfg.mfu.peak_tflops is not None:
         _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
     profilers.of(cfg).check(cfg)
@@ -461,7 +467,9 @@ NOT_MEASURED = ("mlflow", "sweep", "dry_run")
 # Keys that every option of a group had before some moved into an option's own schema, with the
 # value the others had: a hash counts them as before.
 MOVED_KEYS = {"precision.loss_scale": None, "profiler.wait": 1, "profiler.warmup": 2, "profiler.active": 5,
-              "profiler.steps": 1, "profiler.executable": "ncu", "profiler.metrics": {}}
+              "profiler.steps": 1, "profiler.executable": "ncu", "profiler.metrics": {},
+              "cluster.partition": None, "cluster.account": None, "cluster.qos": None, "cluster.timeout_min": 60,
+              "cluster.cpus_per_task": None, "cluster.sbatch": {}, "cluster.rdzv_endpoint": "HEAD_NODE:29500"}
 # Keys added after runs were recorded, with the value that behaves as before they existed.
 LATER_KEYS = {
     "model.autotune_pointwise": False, "model.autotune_coordinate_descent": False,
@@ -481,7 +489,7 @@ def config_hash(cfg: DictConfig) -> str:
     # Hydra's own node is there in the configs a launcher loads for each job (and cannot resolve there).
     keys = [k for k in cfg if k not in NOT_MEASURED and k != "hydra"]
     measured = OmegaConf.to_container(OmegaConf.masked_copy(cfg, keys), resolve=True, enum_to_str=True)
-    for group in ("data", "precision", "profiler"):  # <group>.name stands for it, as in older hashes
+    for group in ("data", "precision", "profiler", "cluster"):  # <group>.name stands for it, as in older hashes
         measured[group].pop("_target_", None)
     for dotted, default in MOVED_KEYS.items():  # every option had them before options had own schemas
         group, key = dotted.split(".")

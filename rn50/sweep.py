@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rn50 import STARTED, meter, pool, profilers, report, tracking
+from rn50 import STARTED, clusters, meter, pool, profilers, report, tracking
 from rn50.errors import ConfigError, reported
 
 PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
@@ -29,7 +29,7 @@ def start_first_ranks(config: DictConfig) -> None:
     from rn50.launch import resolve_accelerator
 
     swept = {o.split("=")[0].lstrip("+~") for o in config.hydra.overrides.task if "," in o}
-    if config.cluster.name.value != "local" or profilers.of(config).starts_ranks or \
+    if clusters.of(config).rank_env is not None or profilers.of(config).starts_ranks or \
             any(key == "dist" or key.startswith("dist.") for key in swept):
         return
     try:

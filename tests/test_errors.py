@@ -23,9 +23,9 @@ TYPOS = {
 }
 
 
-def line_for(compose_cfg, override):
+def line_for(compose_cfg, override, option=()):
     with pytest.raises(HydraException) as info:
-        compose_cfg([override])
+        compose_cfg([*option, override])
     line = one_line(info.value)
     assert "\n" not in line
     return line
@@ -45,16 +45,18 @@ def test_no_suggestion_where_none_is_close_or_the_keys_are_the_users(compose_cfg
     assert line_for(compose_cfg, "dist=1n3g") == "dist=1n3g is not an option; dist is one of: " \
                                                  "1n1g, 1n2g, 1n4g, 1n8g, 2n8g, 4n8g"
     # cluster.sbatch holds sbatch's own options: say how to add one, never guess a name.
-    assert line_for(compose_cfg, "cluster.sbatch.constraint=h100") == \
+    assert line_for(compose_cfg, "cluster.sbatch.constraint=h100", ["cluster=slurm"]) == \
         "cluster.sbatch.constraint: not in cluster.sbatch yet; add it with +cluster.sbatch.constraint=h100"
 
 
 def test_a_key_added_with_plus_is_refused_with_a_suggestion(compose_cfg):
     # Hydra's `+` adds a key even to a typed section; check_declared catches it before any process starts.
-    cfg = compose_cfg(["+data.batch_sze=8", "+cluster.sbatch.constraint=h100"])
+    cfg = compose_cfg(["cluster=slurm", "+data.batch_sze=8", "+cluster.sbatch.constraint=h100"])
     with pytest.raises(ConfigError, match=r"^data\.batch_sze: no such key; did you mean data\.batch_size\?$"):
         check_declared(cfg)
-    check_declared(compose_cfg(["+cluster.sbatch.constraint=h100", "+mfu.peaks.X.fp16=1"]))
+    check_declared(compose_cfg(["cluster=slurm", "+cluster.sbatch.constraint=h100", "+mfu.peaks.X.fp16=1"]))
+    with pytest.raises(ConfigError, match=r"^cluster\.sbatch is a key of cluster=slurm only; add cluster=slurm$"):
+        check_declared(compose_cfg(["+cluster.sbatch.constraint=h100"]))  # cluster=local has no sbatch
 
 
 def test_closest_refuses_ties_and_far_words():
