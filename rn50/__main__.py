@@ -38,9 +38,11 @@ def run(cfg: DictConfig) -> Optional[dict]:
     # one rank: it must fail visibly, so that submitit records the failure and srun
     # stops the other ranks instead of leaving them waiting in a collective.
     sweep = HydraConfig.get().mode == RunMode.MULTIRUN
-    cluster = clusters.of(cfg)
-    slurm_task = cluster.name == "slurm" and not cluster.submits()
-    with reported(exit=not sweep, reraise=slurm_task):
+    try:
+        task = clusters.of(cfg).in_task()
+    except ConfigError:  # a cluster that cannot be built: the checks below say so, in one line
+        task = False
+    with reported(exit=not sweep, reraise=task):
         parent = os.environ.get(PARENT_ENV)
         return benchmark(cfg, parent, started=time.time() if parent else STARTED)
 
@@ -51,8 +53,6 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
     if cfg.dry_run:
         print(launch.dry_run(cfg, HydraConfig.get().overrides.task))
         return None
-    if clusters.of(cfg).submits():  # one run from SLURM's submitting host (a sweep's jobs: hydra_plugins/)
-        return submitted(cfg, out)
     rank = launch.process_rank(cfg)
     tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed
     try:
@@ -95,16 +95,6 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
         uri = cfg.mlflow.tracking_uri
         print(tracking.ui_hint(uri, tracking.experiment_of(uri, run_id), output_dir=str(out)))
     return {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}
-
-
-def submitted(cfg: DictConfig, out: Path) -> dict:
-    """Hand the run to the cluster, wait for it, and print its result as a run here prints it."""
-    done = clusters.of(cfg).submit(cfg, list(HydraConfig.get().overrides.task), out)
-    name, uri = schema.run_name(cfg), cfg.mlflow.tracking_uri
-    headline = results.training_headline if cfg.train.name == TrainName.accuracy else results.headline
-    log.info("%s; MLflow run %s", headline(name, done), done["run_id"])
-    print(tracking.ui_hint(uri, tracking.experiment_of(uri, done["run_id"]), output_dir=str(out)))
-    return done
 
 
 def finished_before(cfg: DictConfig, parent: str, config_hash: str, name: str, say: bool) -> Optional[dict]:

@@ -6,8 +6,8 @@ A class says how a run's processes start:
 - check(cfg): compose-time checks of its keys (ConfigError, one line naming the key);
 - rank_env: the variables of this process's rank and the world size its starter sets, or None
   where rn50 starts the ranks itself (rn50/pool.py);
-- submits(): whether this process hands the run to the cluster instead of being one of its
-  ranks, and submit(cfg, overrides, out) to do so;
+- in_task(): whether this process is a task the cluster's scheduler started, whose failure must
+  end it visibly (SLURM);
 - dry_run(cfg, overrides): what dry_run=true prints;
 - environment(requeue): the Lightning cluster environment of each rank.
 
@@ -18,7 +18,6 @@ objects too. Adding a cluster is one YAML file and one class, as for data pipeli
 import os
 import shlex
 import uuid
-from pathlib import Path
 from typing import List, Optional, Tuple
 
 from omegaconf import DictConfig
@@ -51,11 +50,8 @@ class Cluster:
     def check_started(self, cfg: DictConfig) -> None:
         """Checks of a process the cluster's starter started; none by default."""
 
-    def submits(self) -> bool:
+    def in_task(self) -> bool:
         return False
-
-    def submit(self, cfg: DictConfig, overrides: List[str], out: Path) -> dict:
-        raise NotImplementedError(f"cluster={cfg.cluster.name} submits nothing")
 
     def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
         from rn50.schema import dist_name
@@ -127,24 +123,15 @@ class Slurm(Cluster):
         if cfg.cluster.cpus_per_task is not None:
             _positive(cfg, "cluster.cpus_per_task", "use 1 or more, or null for SLURM's default")
 
-    def submits(self) -> bool:
-        """Outside a SLURM task: the submitting host. Inside one, this process is a rank."""
-        return "SLURM_PROCID" not in os.environ
-
-    def submit(self, cfg: DictConfig, overrides: List[str], out: Path) -> dict:
-        from hydra.core.hydra_config import HydraConfig
-        from omegaconf import OmegaConf
-
-        from rn50 import slurm
-
-        launcher = OmegaConf.to_container(HydraConfig.get().launcher, resolve=False)
-        launcher = {k: v for k, v in launcher.items() if k not in ("_target_", "submitit_folder")}
-        return slurm.submit_run(cfg, overrides, out, launcher)
+    def in_task(self) -> bool:
+        """A SLURM task is one rank: it must fail visibly, so that submitit records the failure
+        and srun stops the other ranks instead of leaving them waiting in a collective."""
+        return "SLURM_PROCID" in os.environ
 
     def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
         from rn50 import slurm
 
-        return f"sbatch {slurm.describe(slurm.resources(cfg, {}))}"
+        return f"sbatch {slurm.describe(slurm.resources(cfg, {}))}"  # hydra.mode=RUN: launchers/rn50.sbatch
 
     def environment(self, requeue: bool) -> list:
         """A benchmark is not resumed; a train=accuracy run is requeued on REQUEUE_SIGNAL and resumes."""

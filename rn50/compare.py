@@ -50,8 +50,11 @@ class Point:
 def setup_key(run, keys: frozenset) -> str:
     """The run's setup: its params of `keys`; an option's own key (precision.loss_scale) counts
     even where absent, since only the runs of that option have it."""
+    from rn50.schema import MOVED_KEYS
+
     p = run.data.params
-    params = {k: p.get(k, "-") for k in keys | option_keys()}
+    # Runs from before a key moved into an option's schema logged the others' value (None).
+    params = {k: p.get(k, str(MOVED_KEYS.get(k, "-"))) for k in keys | option_keys()}
     return report.setup(params, NOT_SETUP) + f";accelerator={report.accelerator(run)}"
 
 

@@ -9,17 +9,15 @@ joins the others through Lightning's SLURM environment, and rank 0 records the r
 
 import functools
 import logging
-import os
 import shutil
 import subprocess
-import sys
 from typing import Any, Dict, Optional
 
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import DictConfig, OmegaConf
 
 from rn50 import tracking
-from rn50.errors import ConfigError, RunFailed
+from rn50.errors import ConfigError
 from rn50.schema import Accelerator, TrainName, dist_name, run_name
 
 log = logging.getLogger("rn50")
@@ -110,11 +108,13 @@ def last_line(job, exc: Exception) -> str:
     return lines[-1].strip()[:300]
 
 
-def make_run(cfg: DictConfig, parent: Optional[str]) -> str:
+def make_run(cfg: DictConfig, parent: Optional[str], config_hash: str) -> str:
     """The job's MLflow run, made before it is submitted: the job records into it (mlflow.run_id,
     logging its own config as params), and the submitting host closes it by this id if SLURM ends
-    the job before its rank 0 could."""
-    return tracking.start_run(cfg, run_name(cfg), {"cluster": "slurm"}, parent, params=False)
+    the job before its rank 0 could. Tagged with the point's hash, so that a later sweep.resume
+    run of the point supersedes it in the report."""
+    tags = {"cluster": "slurm", "dist": dist_name(cfg), tracking.HASH_TAG: config_hash}
+    return tracking.start_run(cfg, run_name(cfg), tags, parent, params=False)
 
 
 def close_run(cfg: DictConfig, run_id: str, error: str) -> None:
@@ -131,40 +131,3 @@ def close_run(cfg: DictConfig, run_id: str, error: str) -> None:
     tracking.log_params(MlflowClient(uri), run_id, tracking.config_params(cfg), run.data.params)
     tracking.end_run(uri, run_id, ok=False, tags={"failure": "slurm", "error": error})
 
-
-def submit_run(cfg: DictConfig, overrides, out, launcher_params: Dict[str, Any]) -> dict:
-    """One run (no --multirun) from the submitting host: one job whose tasks run this command in
-    out/ as the ranks (as launchers/rn50.sbatch does), recording into the run made for it here.
-    Waits for the job; returns the run's metrics, or raises RunFailed with the run's error."""
-    import submitit
-    from mlflow.tracking import MlflowClient
-
-    from rn50 import launch
-
-    launch.preflight(cfg, here=False)
-    check_nodes(cfg)
-    uri = cfg.mlflow.tracking_uri
-    tracking.check_reachable(uri)
-    params = resources(cfg, launcher_params)
-    executor = submitit.AutoExecutor(folder=str(out / ".submitit" / "%j"), cluster="slurm",
-                                     slurm_max_num_timeout=launcher_params.get("max_num_timeout", 0))
-    executor.update_parameters(**submitit_parameters(params))
-    run_id = make_run(cfg, parent=None)
-    command = [sys.executable, "-m", "rn50", *overrides, f"hydra.run.dir={out}", f"mlflow.run_id={run_id}"]
-    try:
-        job = executor.submit(submitit.helpers.CommandFunction(command, cwd=os.getcwd()))
-    except Exception as exc:
-        lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-        close_run(cfg, run_id, f"not submitted: {lines[-1]}"[:300])
-        raise RunFailed(f"SLURM refused the job: {lines[-1]}", kind="slurm") from exc
-    tracking.log_results(uri, run_id, {}, {"slurm_job_id": job.job_id})
-    log.info("SLURM job %s: sbatch %s", job.job_id, describe(params))
-    try:
-        job.results()  # every task's
-    except Exception as exc:  # submitit raises for a failed or killed job
-        close_run(cfg, run_id, f"SLURM job {job.job_id} ended: {last_line(job, exc)}")
-    run = MlflowClient(uri).get_run(run_id)
-    if run.info.status != "FINISHED":
-        raise RunFailed(f"SLURM job {job.job_id} failed: {run.data.tags.get('error', run.info.status)}; "
-                        f"its log: {job.paths.stderr}", kind=run.data.tags.get("failure", "slurm"))
-    return {"run_id": run_id, **run.data.metrics}

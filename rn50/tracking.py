@@ -217,6 +217,10 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str],
     if continue_run_id:
         continue_run(uri, continue_run_id, tags)
         run_id = continue_run_id
+        if cfg.mlflow.run_id and cfg.mlflow.run_id != run_id:  # made for this job, which goes on elsewhere
+            from mlflow.tracking import MlflowClient
+
+            MlflowClient(uri).delete_run(cfg.mlflow.run_id)
     elif cfg.mlflow.run_id:
         run_id = adopt(cfg, tags)
     else:

@@ -155,3 +155,5 @@ def test_an_options_own_key_tells_points_apart_where_other_runs_lack_it():
     keys, unshared = compare.shared_keys(runs)
     assert "precision.loss_scale" not in keys and unshared == []  # not an upgrade's missing key
     assert len({compare.setup_key(r, keys) for r in runs}) == 3
+    older_amp = Run({**amp, "precision.loss_scale": "None"})  # logged before amp_static had its own schema
+    assert compare.setup_key(older_amp, keys) == compare.setup_key(runs[0], keys)

@@ -50,22 +50,23 @@ class SlurmLauncher(SubmititSlurmLauncher):
                   in enumerate(zip(job_overrides, configs, plans), initial_job_idx)]
         done = {idx: self._finished_before(cfg, parent, overrides, hashes[idx - initial_job_idx])
                 for idx, overrides, cfg, _ in points}
-        runs = {idx: slurm.make_run(cfg, parent) for idx, _, cfg, _ in points if done[idx] is None}
-        executor = submitit.AutoExecutor(
-            folder=self.params["submitit_folder"], cluster="slurm",
-            slurm_max_num_timeout=self.params["max_num_timeout"],
-        )
-        jobs = {}
+        runs, jobs = {}, {}
         try:
+            for idx, _, cfg, _ in points:
+                if done[idx] is None:
+                    runs[idx] = slurm.make_run(cfg, parent, hashes[idx - initial_job_idx])
+            executor = submitit.AutoExecutor(
+                folder=self.params["submitit_folder"], cluster="slurm",
+                slurm_max_num_timeout=self.params["max_num_timeout"],
+            )
             for idx, overrides, cfg, params in points:
                 if idx not in runs:
                     continue
                 executor.update_parameters(**slurm.submitit_parameters(params))
                 jobs[idx] = executor.submit(self, [*overrides, f"mlflow.run_id={runs[idx]}"], "hydra.sweep.dir", idx,
                                             f"job_id_for_{idx}", Singleton.get_state())
-                tracking.log_results(cfg.mlflow.tracking_uri, runs[idx], {}, {"slurm_job_id": jobs[idx].job_id})
                 log.info("#%d: SLURM job %s: sbatch %s", idx, jobs[idx].job_id, slurm.describe(params))
-        except BaseException as exc:  # sbatch refused one: the runs of the points not submitted fail
+        except BaseException as exc:  # sbatch refused one, or Ctrl-C: the runs of points not submitted fail
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
             for idx, _, cfg, _ in points:
                 if idx in runs and idx not in jobs:
@@ -73,6 +74,9 @@ class SlurmLauncher(SubmititSlurmLauncher):
             if isinstance(exc, Exception):
                 raise RunFailed(f"SLURM refused the job: {lines[-1]}", kind="slurm") from exc
             raise
+        for idx, _, cfg, _ in points:  # which job records into which run, for whoever reads the runs
+            if idx in jobs:
+                tracking.log_results(cfg.mlflow.tracking_uri, runs[idx], {}, {"slurm_job_id": jobs[idx].job_id})
         return [done[idx] or self._wait(jobs[idx], cfg, overrides, runs[idx]) for idx, overrides, cfg, _ in points]
 
     @staticmethod
