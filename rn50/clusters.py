@@ -31,21 +31,13 @@ def of(cfg: DictConfig) -> "Cluster":
     return components.of(cfg, "cluster", "rn50.clusters.Slurm", "cluster")
 
 
-class Cluster:
+class Cluster(components.Component):
     """What every cluster answers; the base runs every rank on this host, started by rn50."""
 
-    name: Optional[str] = None
-    """The option's name, which cluster.name must then be; None lets the YAML's name stand."""
     rank_env: Optional[Tuple[str, str]] = None
     """(rank, world size): the variables the cluster's starter sets in each process."""
     starter, start_hint = "", ""
     """Who starts the processes, and how to, for the error of a process it did not start."""
-
-    def __init__(self, **keys):
-        """instantiate passes the option's keys; the calls read them from cfg.cluster, as checked."""
-
-    def check(self, cfg: DictConfig) -> None:
-        """Compose-time checks of cfg.cluster; nothing to check by default."""
 
     def check_started(self, cfg: DictConfig) -> None:
         """Checks of a process the cluster's starter started; none by default."""

@@ -2,9 +2,24 @@
 instantiate builds it from the option's keys. Data pipelines (rn50/pipelines.py) and precisions
 (rn50/precision.py) are built here; nothing in rn50 lists their classes."""
 
+from typing import Any, Optional
+
 from omegaconf import DictConfig
 
 from rn50.errors import ConfigError
+
+
+class Component:
+    """What the class of every option has: its name, the option's keys, a compose-time check."""
+
+    name: Optional[str] = None
+    """The option's name, which <group>.name must then be; None lets the YAML's name stand."""
+
+    def __init__(self, **keys: Any):
+        """instantiate passes the option's keys; the calls read them from cfg.<group>, as checked."""
+
+    def check(self, cfg: DictConfig) -> None:
+        """Compose-time checks of the option's keys (ConfigError naming the key); none by default."""
 
 
 def of(cfg: DictConfig, group: str, example: str, noun: str):

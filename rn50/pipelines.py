@@ -11,7 +11,6 @@ pipeline's build imports what it needs. Adding a pipeline is one YAML file in co
 hydra.searchpath) and one class: nothing in rn50 lists them.
 """
 
-from typing import Any
 
 from omegaconf import DictConfig
 
@@ -24,21 +23,13 @@ def of(cfg: DictConfig) -> "Pipeline":
     return components.of(cfg, "data", "rn50.pipelines.Dali", "pipeline")
 
 
-class Pipeline:
+class Pipeline(components.Component):
     """What every data option answers. Its keys (cfg.data) arrive as keyword arguments."""
 
-    name = None
-    """The option's name, which data.name must then be; None lets the YAML's name stand."""
     labelled = True
     """Images with real labels: train=accuracy can learn from them."""
     unlabelled_why = "has no labels"
     """How train=accuracy's error says why it cannot learn from an unlabelled pipeline."""
-
-    def __init__(self, **keys: Any):
-        """instantiate passes the option's keys; the calls read them from cfg.data, as checked."""
-
-    def check(self, cfg: DictConfig) -> None:
-        """Compose-time checks of cfg.data; nothing to check by default."""
 
     def preflight(self, cfg: DictConfig, world: int) -> None:
         """Checks of this host (files, libraries) before any rank starts; none by default."""

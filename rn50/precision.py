@@ -32,21 +32,13 @@ def set_math_mode(tf32: bool) -> None:
     torch.backends.cudnn.allow_tf32 = tf32
 
 
-class Precision:
+class Precision(components.Component):
     """What every precision answers; the base is tf32's: fp32 tensors, TF32 math allowed."""
 
-    name: Optional[str] = None
-    """The option's name, which precision.name must then be; None lets the YAML's name stand."""
     autocast: Optional[str] = None
     """torch dtype name the forward pass autocasts to (float16, bfloat16), or None."""
     tf32 = True
     peak = "tf32"
-
-    def __init__(self, **keys: Any):
-        """instantiate passes the option's keys; those a class uses are named in its __init__."""
-
-    def check(self, cfg: DictConfig) -> None:
-        """Compose-time checks of cfg.precision; nothing to check by default."""
 
     def scaler(self, device_type: str):
         """The loss scaler of fp16 training; None where gradients need no scaling."""

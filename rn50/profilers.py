@@ -27,19 +27,11 @@ def of(cfg: DictConfig) -> "Profiler":
     return components.of(cfg, "profiler", "rn50.profilers.PyTorch", "profiler")
 
 
-class Profiler:
+class Profiler(components.Component):
     """What every profiler answers; the base profiles nothing."""
 
-    name: Optional[str] = None
-    """The option's name, which profiler.name must then be; None lets the YAML's name stand."""
     starts_ranks = False
     """True where launcher() starts the rank processes itself: a sweep keeps no warm ones for it."""
-
-    def __init__(self, **keys):
-        """instantiate passes the option's keys; the calls read them from cfg.profiler, as checked."""
-
-    def check(self, cfg: DictConfig) -> None:
-        """Compose-time checks of cfg.profiler; nothing to check by default."""
 
     def preflight(self, cfg: DictConfig) -> None:
         """Checks of this host before any rank starts; none by default."""
