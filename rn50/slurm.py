@@ -124,10 +124,11 @@ def close_run(cfg: DictConfig, run_id: str, error: str) -> None:
     from mlflow.tracking import MlflowClient
 
     uri = cfg.mlflow.tracking_uri
-    run = MlflowClient(uri).get_run(run_id)
+    client = MlflowClient(uri)
+    run = client.get_run(run_id)
     if run.info.status != "RUNNING":
         return
     cfg = OmegaConf.merge(cfg, {"mlflow": {"run_id": run_id}})  # as the job would have logged them
-    tracking.log_params(MlflowClient(uri), run_id, tracking.config_params(cfg), run.data.params)
+    tracking.log_params(client, run_id, tracking.config_params(cfg), run.data.params)
     tracking.end_run(uri, run_id, ok=False, tags={"failure": "slurm", "error": error})
 

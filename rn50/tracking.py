@@ -128,14 +128,25 @@ def adopt(cfg: DictConfig, tags: Mapping[str, str]) -> str:
 
     uri, run_id = cfg.mlflow.tracking_uri, cfg.mlflow.run_id
     client = MlflowClient(uri)
-    try:
-        logged = client.get_run(run_id).data.params
-    except Exception:  # MlflowException, or the store's own error for an unknown id
-        raise ConfigError(f"mlflow.run_id={run_id} is not a run in mlflow.tracking_uri={uri}; leave "
-                          "mlflow.run_id unset and each job makes its own run") from None
-    reopen(uri, run_id, tags)
-    log_params(client, run_id, config_params(cfg), logged)
+    run = existing_run(client, run_id, f"mlflow.run_id={run_id} is not a run in mlflow.tracking_uri={uri}; "
+                                       "leave mlflow.run_id unset and each job makes its own run")
+    mark_running(client, run_id, tags)
+    log_params(client, run_id, config_params(cfg), run.data.params)
     return run_id
+
+
+def existing_run(client, run_id: str, missing: str):
+    """The run, or ConfigError(missing) where the store has no such run."""
+    try:
+        return client.get_run(run_id)
+    except Exception:  # MlflowException, or the store's own error for an unknown id
+        raise ConfigError(missing) from None
+
+
+def mark_running(client, run_id: str, tags: Mapping[str, str]) -> None:
+    client.update_run(run_id, status="RUNNING")
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)
 
 
 def search_runs(client, experiment_ids: List[str], filter_string: str = "") -> list:
@@ -320,9 +331,7 @@ def reopen(uri: str, run_id: str, tags: Mapping[str, str]) -> Dict[str, str]:
 
     client = MlflowClient(uri)
     before = dict(client.get_run(run_id).data.tags)
-    client.update_run(run_id, status="RUNNING")
-    for key, value in tags.items():
-        client.set_tag(run_id, key, value)
+    mark_running(client, run_id, tags)
     return before
 
 
@@ -331,15 +340,12 @@ def continue_run(uri: str, run_id: str, tags: Mapping[str, str]) -> None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
-    try:
-        before = client.get_run(run_id).data.tags
-    except Exception:  # MlflowException, or the store's own error for an unknown id
-        raise ConfigError(f"train.resume=true: the run to continue, {run_id}, is not in mlflow.tracking_uri={uri}; "
-                          "use the store the first run was recorded in") from None
+    before = existing_run(client, run_id, f"train.resume=true: the run to continue, {run_id}, is not in "
+                                          f"mlflow.tracking_uri={uri}; use the store the first run was recorded in")
     for key in ("failure", "error"):
-        if key in before:
+        if key in before.data.tags:
             client.delete_tag(run_id, key)
-    reopen(uri, run_id, {**tags, "resumed": "true"})
+    mark_running(client, run_id, {**tags, "resumed": "true"})
 
 
 def earlier_point(uri: str, parent_run_id: str, config_hash: str):
