@@ -34,15 +34,14 @@ log = logging.getLogger("rn50")
 @hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")
 def run(cfg: DictConfig) -> Optional[dict]:
     # Report here: an exception leaving the task makes Hydra print more than one line,
-    # and in a sweep it would stop the remaining jobs and the report. A SLURM task is
-    # one rank: it must fail visibly, so that submitit records the failure and srun
-    # stops the other ranks instead of leaving them waiting in a collective.
+    # and in a sweep it would stop the remaining jobs and the report. A SLURM task of a
+    # sweep is one rank of a point: its error goes on to the launcher in its JobReturn.
     sweep = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         task = clusters.of(cfg).in_task()
     except ConfigError:  # a cluster that cannot be built: the checks below say so, in one line
         task = False
-    with reported(exit=not sweep, reraise=task):
+    with reported(exit=not sweep, reraise=task and sweep):
         parent = os.environ.get(PARENT_ENV)
         return benchmark(cfg, parent, started=time.time() if parent else STARTED)
 
@@ -53,6 +52,9 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
     if cfg.dry_run:
         print(launch.dry_run(cfg, HydraConfig.get().overrides.task))
         return None
+    submitted = clusters.of(cfg).submit(cfg, out, schema.config_hash(cfg), sys.argv[1:])  # SLURM, from a login node
+    if submitted is not None:
+        return say_done(cfg, name, submitted, out, parent)
     rank = launch.process_rank(cfg)
     tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed
     try:
@@ -89,12 +91,17 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
                 files = results.write_files(record, ranks, out, run_id, cfg)
                 tracking.log_results(cfg.mlflow.tracking_uri, run_id, record.metrics, record.tags,
                                      record.series, [str(out / "resolved_config.yaml"), *files])
-    log.info("%s; MLflow run %s", (results.training_headline if training else results.headline)(name, record.metrics),
-             run_id)
+    return say_done(cfg, name, {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}, out, parent)
+
+
+def say_done(cfg: DictConfig, name: str, summary: dict, out: Path, parent: Optional[str]) -> dict:
+    """The run's headline, and where its results are; the summary Hydra keeps as the job's return."""
+    headline = results.training_headline if cfg.train.name == TrainName.accuracy else results.headline
+    log.info("%s; MLflow run %s", headline(name, summary), summary["run_id"])
     if not parent:  # a sweep prints where its results are once, at its end
         uri = cfg.mlflow.tracking_uri
-        print(tracking.ui_hint(uri, tracking.experiment_of(uri, run_id), output_dir=str(out)))
-    return {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}
+        print(tracking.ui_hint(uri, tracking.experiment_of(uri, summary["run_id"]), output_dir=str(out)))
+    return summary
 
 
 def finished_before(cfg: DictConfig, parent: str, config_hash: str, name: str, say: bool) -> Optional[dict]:
@@ -133,7 +140,7 @@ def main() -> None:
     # Let errors reach `reported`, which prints one line, instead of Hydra's multi-line printer.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     console.quiet()
-    if "RANK" not in os.environ and "SLURM_PROCID" not in os.environ:
+    if "RANK" not in os.environ and "SLURM_STEP_ID" not in os.environ:  # not a rank torchrun or srun started
         signal.signal(signal.SIGTERM, _sigterm)  # a launcher's SIGTERM closes its run as KILLED
     try:
         with reported():

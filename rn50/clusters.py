@@ -8,6 +8,8 @@ A class says how a run's processes start:
   where rn50 starts the ranks itself (rn50/pool.py);
 - in_task(): whether this process is a task the cluster's scheduler started, whose failure must
   end it visibly (SLURM);
+- submit(cfg, out, config_hash, argv): hand the run to the cluster's scheduler from here and wait
+  for it (SLURM, outside a task); its metrics, or None where this process runs a rank itself;
 - dry_run(cfg, overrides): what dry_run=true prints;
 - environment(requeue): the Lightning cluster environment of each rank.
 
@@ -18,6 +20,7 @@ objects too. Adding a cluster is one YAML file and one class, as for data pipeli
 import os
 import shlex
 import uuid
+from pathlib import Path
 from typing import List, Optional, Tuple
 
 from omegaconf import DictConfig
@@ -44,6 +47,9 @@ class Cluster(components.Component):
 
     def in_task(self) -> bool:
         return False
+
+    def submit(self, cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) -> Optional[dict]:
+        return None
 
     def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
         from rn50.schema import dist_name
@@ -103,7 +109,9 @@ class Torchrun(Cluster):
 
 
 class Slurm(Cluster):
-    """One SLURM job per run, a task per device (rn50/slurm.py; a sweep's jobs: hydra_plugins/)."""
+    """One SLURM job per run, a task per device. Run from a login node, `python -m rn50 cluster=slurm`
+    submits the job itself (rn50/slurm_jobs.py; a --multirun's jobs: hydra_plugins/rn50_slurm); run by
+    srun, as each of the job's tasks is, it is one rank."""
 
     name, rank_env = "slurm", ("SLURM_PROCID", "SLURM_NTASKS")
     starter, start_hint = "SLURM", "submit with `python -m rn50 cluster=slurm` from a host with sbatch"
@@ -116,14 +124,29 @@ class Slurm(Cluster):
             _positive(cfg, "cluster.cpus_per_task", "use 1 or more, or null for SLURM's default")
 
     def in_task(self) -> bool:
-        """A SLURM task is one rank: it must fail visibly, so that submitit records the failure
-        and srun stops the other ranks instead of leaving them waiting in a collective."""
-        return "SLURM_PROCID" in os.environ
+        """A task of a job step, which srun starts: one rank, which must fail visibly, so that
+        submitit records the failure and srun stops the other ranks instead of leaving them waiting
+        in a collective. Not the shell of sbatch's batch script, which has SLURM_PROCID too: a
+        command there submits a job of its own, as on a login node."""
+        return "SLURM_STEP_ID" in os.environ
+
+    def submit(self, cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) -> Optional[dict]:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        from rn50 import slurm_jobs
+
+        if self.in_task():
+            return None
+        if HydraConfig.get().mode == RunMode.MULTIRUN:  # hydra/launcher was overridden
+            raise ConfigError("cluster=slurm in a --multirun needs rn50's SLURM launcher; leave "
+                              "hydra/launcher as conf/cluster/slurm.yaml sets it")
+        return slurm_jobs.submit_run(cfg, out, config_hash, argv)
 
     def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
         from rn50 import slurm
 
-        return f"sbatch {slurm.describe(slurm.resources(cfg, {}))}"  # hydra.mode=RUN: launchers/rn50.sbatch
+        return f"sbatch {slurm.describe(slurm.resources(cfg, slurm.launcher_params()))}"
 
     def environment(self, requeue: bool) -> list:
         """A benchmark is not resumed; a train=accuracy run is requeued on REQUEUE_SIGNAL and resumes."""

@@ -1,14 +1,11 @@
-"""cluster=slurm: what each SLURM job asks for, the checks made before submitting, and
-the runs each job records into: made before it is submitted, closed by id if SLURM ends the job first. The launcher itself is in
-hydra_plugins/rn50_slurm (Hydra takes launchers from that package only).
+"""cluster=slurm: what each SLURM job asks for, and the checks made before submitting.
+A job's life (its run, submission, waiting) is in rn50/slurm_jobs.py.
 
 Each job asks for dist.nodes nodes, one task per device and dist.gpus_per_node GPUs
-per node. Every task is one rank: it runs the Hydra job (rn50/__main__.py), which
-joins the others through Lightning's SLURM environment, and rank 0 records the run.
+per node, plus the cluster.* keys and hydra.launcher's (hydra-submitit-launcher's).
 """
 
 import functools
-import logging
 import shutil
 import subprocess
 from typing import Any, Dict, Optional
@@ -16,11 +13,9 @@ from typing import Any, Dict, Optional
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import tracking
 from rn50.errors import ConfigError
-from rn50.schema import Accelerator, TrainName, dist_name, run_name
+from rn50.schema import Accelerator, TrainName, dist_name
 
-log = logging.getLogger("rn50")
 SUBMITIT_GENERIC = set(OmegaConf.structured(BaseQueueConf).keys())
 # train=accuracy: seconds before the time limit at which SLURM sends USR1 (rank.REQUEUE_SIGNAL);
 # an epoch-end checkpoint of ResNet-50 takes seconds, so this leaves room for a slow file system.
@@ -102,33 +97,24 @@ def check_nodes(cfg: DictConfig) -> None:
         )
 
 
-def last_line(job, exc: Exception) -> str:
-    text = job.stderr() or ""
-    lines = [line for line in text.splitlines() if line.strip()] or str(exc).splitlines() or ["?"]
-    return lines[-1].strip()[:300]
+def launcher_params() -> Dict[str, Any]:
+    """hydra.launcher's keys (hydra-submitit-launcher's, conf/cluster/slurm.yaml), as the launcher
+    gets them, for a run that is not a --multirun."""
+    from hydra.core.hydra_config import HydraConfig
+
+    launcher = OmegaConf.to_container(HydraConfig.get().launcher, resolve=True)
+    return {k: v for k, v in launcher.items() if k != "_target_"}
 
 
-def make_run(cfg: DictConfig, parent: Optional[str], config_hash: str) -> str:
-    """The job's MLflow run, made before it is submitted: the job records into it (mlflow.run_id,
-    logging its own config as params), and the submitting host closes it by this id if SLURM ends
-    the job before its rank 0 could. Tagged with the point's hash, so that a later sweep.resume
-    run of the point supersedes it in the report."""
-    tags = {"cluster": "slurm", "dist": dist_name(cfg), tracking.HASH_TAG: config_hash}
-    return tracking.start_run(cfg, run_name(cfg), tags, parent, params=False)
+def executor(params: Dict[str, Any]):
+    """submitit's SLURM executor for jobs of these launcher parameters."""
+    import submitit
+
+    ex = submitit.AutoExecutor(folder=params["submitit_folder"], cluster="slurm",
+                               slurm_max_num_timeout=params["max_num_timeout"])
+    ex.update_parameters(**submitit_parameters(resources_only(params)))
+    return ex
 
 
-def close_run(cfg: DictConfig, run_id: str, error: str) -> None:
-    """FAILED (failure=slurm) if the job left its run RUNNING, with the point's config as params
-    where the job logged none, so that it is still a row of the sweep's report. A run its rank 0
-    closed keeps its own status and error, which say more."""
-    from mlflow.tracking import MlflowClient
-
-    uri = cfg.mlflow.tracking_uri
-    client = MlflowClient(uri)
-    run = client.get_run(run_id)
-    if run.info.status != "RUNNING":
-        return
-    cfg = OmegaConf.merge(cfg, {"mlflow": {"run_id": run_id}})  # as the job would have logged them
-    tracking.log_params(client, run_id, tracking.config_params(cfg), run.data.params)
-    tracking.end_run(uri, run_id, ok=False, tags={"failure": "slurm", "error": error})
-
+def resources_only(params: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in params.items() if k not in ("submitit_folder", "max_num_timeout")}

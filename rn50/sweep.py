@@ -23,16 +23,6 @@ URI_ENV = "RN50_SWEEP_TRACKING_URI"
 log = logging.getLogger("rn50")
 
 
-def one_slurm_run(config: DictConfig) -> bool:
-    """cluster=slurm makes every command a multirun (conf/cluster/slurm.yaml); one point is one run."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    if config.cluster.name != "slurm" or config.hydra.sweeper.get("params"):
-        return False
-    overrides = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-    return not any(o.is_sweep_override() for o in overrides)
-
-
 def start_first_ranks(config: DictConfig) -> None:
     """When every point has one process count, start its ranks now, while the sweep's MLflow
     run is opened; the first point then finds them warm."""
@@ -55,7 +45,7 @@ class SweepCallback(Callback):
             with reported():
                 raise ConfigError("--multirun under torchrun: run one point per torchrun, or sweep "
                                   "with cluster=slurm or cluster=local")
-        if config.dry_run or one_slurm_run(config):
+        if config.dry_run:
             return
         HydraConfig.instance().set_config(config)  # resolves ${hydra:...} in mlflow.tracking_uri
         self.total = meter.sweep_size(config.hydra.overrides.task, config.hydra.sweeper.get("params"))

@@ -215,9 +215,9 @@ def test_slurm_requeues_a_signalled_job_into_the_same_run(slurm_cluster, tmp_pat
     (tmp_path / "mlflow.db").write_bytes(_empty_store().read_bytes())
     env = {**slurm_cluster.env, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "rn50", "cluster=slurm", *DIGITS_RUN, f"data.root={digits}",
-                             "train.epochs=2", "hydra.sweep.dir=sweep"], cwd=tmp_path, env=env,
+                             "train.epochs=2", "hydra.run.dir=one"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = tmp_path / "sweep" / "0"
+    out = tmp_path / "one"
     while not (out / "checkpoints" / "last.ckpt").exists():  # epoch 1 is done
         assert proc.poll() is None, proc.stdout.read()[-3000:]
         time.sleep(0.2)

@@ -29,15 +29,20 @@ def test_slurm_run_and_sweep(slurm_cluster, tmp_path):
     for cwd in (one, sweep, bad):
         cwd.mkdir()
         shutil.copy(_empty_store(), cwd / "mlflow.db")
+    # The single run's dist option is the user's own, found through hydra.searchpath: the tasks
+    # compose the submitting command's config, hydra.* arguments included.
+    (one / "myconf" / "dist").mkdir(parents=True)
+    (one / "myconf" / "dist" / "pair.yaml").write_text("nodes: 1\ngpus_per_node: 2\n")
     # All at once, as users would: four jobs of one and two tasks share the test cluster. In `bad`
     # every rank runs out of memory (a batch no allocator holds); srun ends the job, none waits.
-    commands = {one: ["cluster=slurm", *CPU_PAIR],
+    commands = {one: ["cluster=slurm", *TINY, "dist=pair", f"hydra.searchpath=[file://{one / 'myconf'}]"],
                 sweep: ["--multirun", "cluster=slurm", *TINY, "dist=1n1g,1n2g"],
                 bad: ["cluster=slurm", *CPU_PAIR, "data.batch_size=100000000"]}
     env = {**slurm_cluster.env, "PYTHONPATH": str(ROOT)}
     procs = {cwd: subprocess.Popen([sys.executable, "-m", "rn50", *args], cwd=cwd, env=env, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE) for cwd, args in commands.items()}
-    stderr = {cwd: proc.communicate(timeout=480)[1] for cwd, proc in procs.items()}
+    outputs = {cwd: proc.communicate(timeout=480) for cwd, proc in procs.items()}
+    stderr = {cwd: err for cwd, (_, err) in outputs.items()}
     assert procs[one].returncode == 0, stderr[one][-3000:]
     assert procs[sweep].returncode == 0, stderr[sweep][-3000:]
 
@@ -47,12 +52,18 @@ def test_slurm_run_and_sweep(slurm_cluster, tmp_path):
     assert len(errors) == 1 and "SLURM job" in errors[0], stderr[bad][-3000:]
     (failed,) = runs_in(bad)
     assert failed.info.status == "FAILED" and failed.data.tags["failure"] == "oom"
+    assert failed.data.tags["error"] in errors[0]  # the rank's own error reaches the command
 
-    (run,) = runs_in(one)  # one point is one run, no sweep parent
+    (run,) = runs_in(one)  # one point is one run, no sweep parent, no multirun directory
     assert run.info.status == "FINISHED"
     t = run.data.tags
     assert (t["world_size"], t["cluster"], t["node_hostnames"]) == ("2", "slurm", f"0:{socket.gethostname()}")
-    assert t["slurm_job_id"].isdigit()
+    assert t["slurm_job_id"].isdigit() and "rn50.role" not in t
+    out = Path(t["output_dir"])
+    assert out.parent.parent == one / "outputs" and not (one / "multirun").exists()
+    assert (out / ".submitit" / t["slurm_job_id"]).is_dir()  # the job's logs, beside its results
+    said = "".join(outputs[one])
+    assert "images/sec" in said and "MLflow run " + run.info.run_id in said  # the headline, here
 
     runs = runs_in(sweep)
     (parent,) = [r for r in runs if r.data.tags.get("rn50.role") == "sweep"]
@@ -172,17 +183,44 @@ def test_a_job_sbatch_refuses_has_its_run_closed_by_id(slurm_cluster, tmp_path):
     assert run.data.params["mlflow.run_id"] == run.info.run_id  # the id the job would have been given
 
 
+def test_a_task_of_a_job_step_is_a_rank_and_sbatchs_own_shell_submits(compose_cfg, monkeypatch):
+    from rn50 import clusters
+
+    slurm = clusters.of(compose_cfg(["cluster=slurm"]))
+    for name in ("SLURM_STEP_ID", "SLURM_PROCID", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert not slurm.in_task()  # a login node
+    monkeypatch.setenv("SLURM_PROCID", "0")  # sbatch's batch script, which is no step
+    assert not slurm.in_task()
+    monkeypatch.setenv("SLURM_STEP_ID", "0")  # a task srun started: submitit's, or launchers/rn50.sbatch's
+    assert slurm.in_task()
+
+
+def test_tasks_get_the_command_with_its_output_directory_and_run(tmp_path):
+    from rn50.slurm_jobs import task_argv
+
+    argv = ["cluster=slurm", "hydra.run.dir=mine", "++mlflow.run_id=old", "hydra.searchpath=[file:///c]"]
+    out = tmp_path / "it's here"
+    assert task_argv(argv, out, "abc") == [
+        "cluster=slurm", "hydra.searchpath=[file:///c]", f"hydra.run.dir='{str(out).replace(chr(39), chr(92) + chr(39))}'",
+        "mlflow.run_id=abc"]
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    (parsed,) = OverridesParser.create().parse_overrides(task_argv([], out, "abc")[:1])
+    assert parsed.value() == str(out)  # Hydra reads the quoted path back as it was
+
+
 def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg, tmp_path):
-    from rn50 import schema, slurm, tracking
+    from rn50 import schema, slurm_jobs, tracking
 
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     parent = tracking.start_run(cfg, "sweep", {"rn50.role": "sweep"}, params=False)
     never_started, ran_out_of_memory, adopted, resumed_elsewhere = (
-        slurm.make_run(cfg, parent, schema.config_hash(cfg)) for _ in range(4))
-    slurm.close_run(cfg, never_started, "SLURM job 41 ended: CANCELLED DUE TO TIME LIMIT")
+        slurm_jobs.make_run(cfg, parent, schema.config_hash(cfg)) for _ in range(4))
+    slurm_jobs.close_run(cfg, never_started, "SLURM job 41 ended: CANCELLED DUE TO TIME LIMIT")
     tracking.end_run(cfg.mlflow.tracking_uri, ran_out_of_memory, ok=False, tags={"failure": "oom"})
-    slurm.close_run(cfg, ran_out_of_memory, "SLURM job 42 ended")
+    slurm_jobs.close_run(cfg, ran_out_of_memory, "SLURM job 42 ended")
     oom = tracking.MlflowClient(cfg.mlflow.tracking_uri).get_run(ran_out_of_memory)
     assert oom.data.tags["failure"] == "oom"  # its own closing stands
     job = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db", f"mlflow.run_id={adopted}"])
@@ -204,3 +242,29 @@ def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg
     assert runs[never_started].data.tags["rn50.config_hash"] == schema.config_hash(cfg)  # resume supersedes it
     assert runs[ran_out_of_memory].info.status == "FINISHED"  # resumed, and finished this time
     assert runs[adopted].info.status == "FINISHED" and runs[adopted].data.params["mlflow.run_id"] == adopted
+
+
+def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_cfg, tmp_path, monkeypatch):
+    # The test cluster keeps no accounting, like some real ones: submitit's sacct cannot say that a
+    # job whose task was killed has ended, so rn50 asks squeue, and closes the job's run.
+    import functools
+    import threading
+
+    from rn50 import schema, slurm, slurm_jobs, tracking
+
+    for key, value in slurm_cluster.env.items():
+        monkeypatch.setenv(key, value)
+    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
+    run_id = slurm_jobs.make_run(cfg, None, schema.config_hash(cfg))
+    params = {"submitit_folder": str(tmp_path / "%j"), "max_num_timeout": 0, "timeout_min": 5,
+              "nodes": 1, "tasks_per_node": 1, "additional_parameters": {}}
+    job = slurm.executor(params).submit(functools.partial(os._exit, 9))  # killed: no result written
+    seen = []
+    waiting = threading.Thread(target=lambda: seen.append(slurm_jobs.outcome(job, cfg, run_id)), daemon=True)
+    waiting.start()
+    waiting.join(timeout=180)  # a wait that never ends fails the test instead of hanging it
+    assert seen == [(False, None)]
+    run = tracking.MlflowClient(cfg.mlflow.tracking_uri).get_run(run_id)
+    assert run.info.status == "FAILED" and run.data.tags["failure"] == "slurm"
+    assert f"SLURM job {job.job_id} ended: " in run.data.tags["error"]

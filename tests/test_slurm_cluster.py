@@ -9,8 +9,9 @@ import pytest
 pytestmark = pytest.mark.slow  # a real SLURM cluster
 
 
-# What torch.distributed / Lightning's SLURMEnvironment read in each task.
-TASK_VARS = ["SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID",
+# What torch.distributed / Lightning's SLURMEnvironment read in each task, and SLURM_STEP_ID, by
+# which rn50 tells a task (a rank) from sbatch's own shell (which submits).
+TASK_VARS = ["SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_STEP_ID",
              "SLURM_NODELIST", "SLURM_JOB_NAME", "SLURM_JOB_ID", "FOO"]
 
 
@@ -34,7 +35,7 @@ def test_srun_tasks_see_their_rank_and_the_submitters_env(slurm_cluster, tmp_pat
     for rank, seen in enumerate(tasks):
         assert seen == {
             "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_PROCID": str(rank),
-            "SLURM_LOCALID": str(rank), "SLURM_NODEID": "0", "SLURM_NODELIST": slurm_cluster.node,
+            "SLURM_LOCALID": str(rank), "SLURM_NODEID": "0", "SLURM_STEP_ID": "0", "SLURM_NODELIST": slurm_cluster.node,
             "SLURM_JOB_NAME": "probe", "SLURM_JOB_ID": job_id,
             "FOO": "bar",  # sbatch exports the submitter's environment by default
         }

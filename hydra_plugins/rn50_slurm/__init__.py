@@ -18,8 +18,7 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as SubmititSlurmLauncher
 from omegaconf import DictConfig
 
-from rn50 import launch, schema, slurm, tracking
-from rn50.errors import RunFailed
+from rn50 import launch, schema, slurm, slurm_jobs, tracking
 from rn50.sweep import PARENT_ENV
 
 log = logging.getLogger("rn50")
@@ -27,8 +26,6 @@ log = logging.getLogger("rn50")
 
 class SlurmLauncher(SubmititSlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        import submitit
-
         HydraConfig.instance().set_config(self.config)  # resolves ${hydra:runtime.cwd} in the job configs
         configs = [self.hydra_context.config_loader.load_sweep_config(self.config, list(o)) for o in job_overrides]
         hashes = [schema.config_hash(cfg) for cfg in configs]  # as composed, as each job's run is tagged
@@ -54,26 +51,16 @@ class SlurmLauncher(SubmititSlurmLauncher):
         try:
             for idx, _, cfg, _ in points:
                 if done[idx] is None:
-                    runs[idx] = slurm.make_run(cfg, parent, hashes[idx - initial_job_idx])
-            executor = submitit.AutoExecutor(
-                folder=self.params["submitit_folder"], cluster="slurm",
-                slurm_max_num_timeout=self.params["max_num_timeout"],
-            )
+                    runs[idx] = slurm_jobs.make_run(cfg, parent, hashes[idx - initial_job_idx])
             for idx, overrides, cfg, params in points:
                 if idx not in runs:
                     continue
-                executor.update_parameters(**slurm.submitit_parameters(params))
-                jobs[idx] = executor.submit(self, [*overrides, f"mlflow.run_id={runs[idx]}"], "hydra.sweep.dir", idx,
-                                            f"job_id_for_{idx}", Singleton.get_state())
+                jobs[idx] = slurm.executor({**self.params, **params}).submit(
+                    self, [*overrides, f"mlflow.run_id={runs[idx]}"], "hydra.sweep.dir", idx, f"job_id_for_{idx}",
+                    Singleton.get_state())
                 log.info("#%d: SLURM job %s: sbatch %s", idx, jobs[idx].job_id, slurm.describe(params))
-        except BaseException as exc:  # sbatch refused one, or Ctrl-C: the runs of points not submitted fail
-            lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-            for idx, _, cfg, _ in points:
-                if idx in runs and idx not in jobs:
-                    slurm.close_run(cfg, runs[idx], f"not submitted: {lines[-1]}"[:300])
-            if isinstance(exc, Exception):
-                raise RunFailed(f"SLURM refused the job: {lines[-1]}", kind="slurm") from exc
-            raise
+        except BaseException as exc:
+            slurm_jobs.not_submitted(exc, [(cfg, runs[idx]) for idx, _, cfg, _ in points if idx in runs and idx not in jobs])
         for idx, _, cfg, _ in points:  # which job records into which run, for whoever reads the runs
             if idx in jobs:
                 tracking.log_results(cfg.mlflow.tracking_uri, runs[idx], {}, {"slurm_job_id": jobs[idx].job_id})
@@ -97,18 +84,12 @@ class SlurmLauncher(SubmititSlurmLauncher):
         return None
 
     def _wait(self, job, cfg: DictConfig, overrides, run_id: str) -> JobReturn:
-        """The job's JobReturn; the run of a job SLURM ended early is closed by its id."""
-        try:
-            result = job.results()[0]  # rank 0's
-            summary = result.return_value
-        except Exception as exc:  # submitit raises for a failed or killed job
-            error = f"SLURM job {job.job_id} ended: {slurm.last_line(job, exc)}"
-            slurm.close_run(cfg, run_id, error)
-            result, summary = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED), None
-            if os.environ.get(PARENT_ENV):
-                log.warning("%s", error)
-        if summary is None and not os.environ.get(PARENT_ENV):
-            # One run, not a sweep: its failure is the command's (a sweep's is in its report).
-            raise RunFailed(f"SLURM job {job.job_id} failed; the MLflow run's error tag and the job's log "
-                            f"{job.paths.stderr} say why")
-        return result
+        """Rank 0's JobReturn; the run of a job that failed, or that SLURM ended early, is closed by
+        its id where its rank 0 could not close it."""
+        ok, result = slurm_jobs.outcome(job, cfg, run_id, check=lambda r: r.return_value)  # raises rank 0's error
+        if ok:
+            return result
+        if not os.environ.get(PARENT_ENV):  # one run, not a sweep: its failure is the command's
+            raise slurm_jobs.failed(job, cfg, run_id)
+        log.warning("SLURM job %s failed; its run's error tag says why", job.job_id)
+        return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
