@@ -24,7 +24,7 @@ from typing import Callable, Iterator, Optional, Tuple
 import torch
 from torch import nn
 
-from rn50 import nvml
+from rn50 import environment, nvml
 from rn50.compilation import configure_inductor
 from rn50.errors import one_line
 from rn50.model import build_network, build_optimizer
@@ -115,6 +115,7 @@ def bare_step(batch_size: int, arch: str, precision: str, device: torch.device, 
 
 
 def main(argv=None) -> dict:
+    environment.set_cuda_connections()  # as rn50's ranks do, before CUDA starts
     p = argparse.ArgumentParser(prog="python -m rn50.baseline")
     p.add_argument("--arch", default="resnet50")
     p.add_argument("--precision", default="amp", choices=PRECISIONS)

@@ -31,7 +31,7 @@ from rn50.results import RankResult
 from rn50.schema import Accelerator, TrainName, profiled_steps, typed
 from rn50.throughput import ThroughputCallback
 
-
+environment.set_cuda_connections()  # before this rank makes its CUDA context
 
 
 def load_config(text: str):
