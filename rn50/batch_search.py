@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Union
 
+from rn50 import clusters
 from rn50.errors import Rn50Error, failure_kind
 from rn50.schema import AUTO_BATCH
 
@@ -288,23 +289,13 @@ def join_ranks(cfg, device) -> None:
     """Initialize the default process group as Lightning's DDP strategy would (the same cluster
     environment, backend and timeout), so the ranks can agree before the Trainer exists.
     Lightning finds the group initialized and uses it."""
-    import os
-
     import torch.distributed as dist
-    from torch.distributed.constants import default_pg_timeout
-    from pytorch_lightning.plugins.environments import SLURMEnvironment
 
     if dist.is_initialized():
         return
     cuda = device.type == "cuda"
     backend, device_id = ("nccl", device) if cuda else ("gloo", None)
-    if cfg.cluster.name != "slurm":  # torchrun and rn50's pool set RANK, WORLD_SIZE, MASTER_*
-        dist.init_process_group(backend, timeout=default_pg_timeout, device_id=device_id)
-        return
-    env = SLURMEnvironment(auto_requeue=False)
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = env.main_address, str(env.main_port)
-    dist.init_process_group(backend, rank=env.global_rank(), world_size=env.world_size(),
-                            timeout=default_pg_timeout, device_id=device_id)
+    clusters.of(cfg).join(backend, device_id)
 
 
 def agree_on_batch(batch: int) -> int:

@@ -11,7 +11,8 @@ A class says how a run's processes start:
 - submit(cfg, out, config_hash, argv): hand the run to the cluster's scheduler from here and wait
   for it (SLURM, outside a task); its metrics, or None where this process runs a rank itself;
 - dry_run(cfg, overrides): what dry_run=true prints;
-- environment(requeue): the Lightning cluster environment of each rank.
+- environment(requeue): the Lightning cluster environment of each rank;
+- join(backend, device_id): torch's default process group, as Lightning's DDP would start it.
 
 Torch and Lightning are imported only inside the calls that need them: the launcher builds these
 objects too. Adding a cluster is one YAML file and one class, as for data pipelines.
@@ -65,6 +66,13 @@ class Cluster(components.Component):
         from rn50.pool import POOL_ENV
 
         return [LightningEnvironment()] if POOL_ENV in os.environ else []
+
+    def join(self, backend: str, device_id) -> None:
+        """From the env:// variables (RANK, WORLD_SIZE, MASTER_*) that rn50's pool and torchrun set."""
+        import torch.distributed as dist
+        from torch.distributed.constants import default_pg_timeout
+
+        dist.init_process_group(backend, timeout=default_pg_timeout, device_id=device_id)
 
 
 class Local(Cluster):
@@ -155,3 +163,14 @@ class Slurm(Cluster):
         from rn50.rank import REQUEUE_SIGNAL
 
         return [SLURMEnvironment(auto_requeue=requeue, requeue_signal=REQUEUE_SIGNAL)]
+
+    def join(self, backend: str, device_id) -> None:
+        """From SLURM's variables, read as Lightning's SLURM environment reads them."""
+        import torch.distributed as dist
+        from pytorch_lightning.plugins.environments import SLURMEnvironment
+        from torch.distributed.constants import default_pg_timeout
+
+        env = SLURMEnvironment(auto_requeue=False)
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = env.main_address, str(env.main_port)
+        dist.init_process_group(backend, rank=env.global_rank(), world_size=env.world_size(),
+                                timeout=default_pg_timeout, device_id=device_id)

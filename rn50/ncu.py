@@ -18,7 +18,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from omegaconf import DictConfig
 
 from rn50.errors import ConfigError, RunFailed
-from rn50 import pool
+from rn50 import clusters, pool
 from rn50.schema import Accelerator, dist_name
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def preflight(cfg: DictConfig) -> None:
             f"{' on PATH' if '/' not in exe else ''}; install Nsight Compute or set "
             "profiler.executable=/path/to/ncu"
         )
-    if cfg.cluster.name != "local":
+    if clusters.of(cfg).rank_env is not None:  # another starter's processes: ncu must start its own
         raise ConfigError(
             f"cluster={cfg.cluster.name}: profiler=ncu starts its one process under ncu itself; "
             "use cluster=local (the default) on a GPU host"
