@@ -392,12 +392,16 @@ ConfigStore.instance().store(group="schema/cluster", name="torchrun", node=Torch
 def typed(tree: Any) -> DictConfig:
     """A resolved config (a dict, or YAML text) typed again as Rn50Config, with each group typed by
     its option's own schema (precision=amp_static: AmpStaticConfig), as composing typed it."""
+    import dataclasses
+
+    from hydra.core.plugins import Plugins
     from omegaconf import OmegaConf
 
     from rn50 import keys
 
-    import dataclasses
-
+    # Hydra imports every module of the hydra_plugins namespace before it composes, which is where a
+    # user's option registers its own schema (README: Adding a profiler); a rank must see it too.
+    Plugins.instance()
     cfg = OmegaConf.create(tree)
     schema = OmegaConf.structured(Rn50Config)
     for group in {g for g, _, _ in keys.option_schemas()}:
