@@ -5,10 +5,12 @@ Each job asks for dist.nodes nodes, one task per device and dist.gpus_per_node G
 per node, plus the cluster.* keys and hydra.launcher's (hydra-submitit-launcher's).
 """
 
+import contextlib
 import functools
+import os
 import shutil
 import subprocess
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterator, Optional
 
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import DictConfig, OmegaConf
@@ -17,6 +19,7 @@ from rn50.errors import ConfigError
 from rn50.schema import Accelerator, TrainName, dist_name
 
 SUBMITIT_GENERIC = set(OmegaConf.structured(BaseQueueConf).keys())
+SWEEP_FOLDER = BaseQueueConf.submitit_folder  # hydra-submitit-launcher's: under the sweep's directory
 # train=accuracy: seconds before the time limit at which SLURM sends USR1 (rank.REQUEUE_SIGNAL);
 # an epoch-end checkpoint of ResNet-50 takes seconds, so this leaves room for a slow file system.
 REQUEUE_S = 120
@@ -118,3 +121,16 @@ def executor(params: Dict[str, Any]):
 
 def resources_only(params: Dict[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in params.items() if k not in ("submitit_folder", "max_num_timeout")}
+
+
+@contextlib.contextmanager
+def outside_job() -> Iterator[None]:
+    """Submit as from a login node: inside an sbatch script, sbatch would pass the job's own SLURM_*
+    variables (its memory, tasks, step) on to the new job, whose srun would take them. SLURM_CONF,
+    which says which cluster, stays."""
+    kept = {k: os.environ.pop(k) for k in list(os.environ)
+            if k.startswith(("SLURM_", "SLURMD_", "SRUN_", "SBATCH_", "SALLOC_", "SUBMITIT_")) and k != "SLURM_CONF"}
+    try:
+        yield
+    finally:
+        os.environ.update(kept)

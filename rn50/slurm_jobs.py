@@ -9,6 +9,7 @@ SLURM environment, and rank 0 records the run.
 """
 
 import logging
+import re
 import subprocess
 import sys
 import time
@@ -63,7 +64,7 @@ def outcome(job, cfg: DictConfig, run_id: str, check: Callable[[Any], Any] = lam
     wait(job)
     try:
         if not job.done():
-            raise RuntimeError(f"it left no result ({queue_state(job.job_id) or 'gone from squeue'})")
+            raise RuntimeError(f"it left no result ({(queue_state(job.job_id) or 'unknown').lower()})")
         result = job.results()[0]
         check(result)
         return True, result
@@ -77,21 +78,30 @@ ENDED = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL
 
 
 def queue_state(job_id: str) -> Optional[str]:
-    """The job's state in squeue, or None once SLURM has forgotten it (MinJobAge after its end)."""
-    done = subprocess.run(["squeue", "--noheader", "--format=%T", "--states=all", f"--jobs={job_id}"],
-                          capture_output=True, text=True, timeout=60)
-    return (done.stdout.split() or [None])[0] if done.returncode == 0 else None
+    """The job's state in squeue; "GONE" once SLURM has forgotten it (MinJobAge after its end);
+    None when squeue could not say (slurmctld busy, a time-out): ask again later."""
+    try:
+        done = subprocess.run(["squeue", "--noheader", "--format=%T", "--states=all", f"--jobs={job_id}"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return "GONE" if "invalid job id" in done.stderr.lower() else None
+    return (done.stdout.split() or ["GONE"])[0]
 
 
-def wait(job, poll_s: float = 2.0, grace_s: float = 20.0) -> None:
+def wait(job, poll_s: float = 2.0, squeue_every_s: float = 15.0, grace_s: float = 20.0) -> None:
     """Until every task has written its result, or the job has ended without: submitit asks sacct,
-    which clusters without accounting cannot answer, so squeue is asked too. A task that srun
-    stopped after another task's failure writes no result."""
-    ended_at = None
+    which clusters without accounting cannot answer, so squeue is asked too, every squeue_every_s.
+    A task that srun stopped after another task's failure writes no result."""
+    ended_at, asked = None, -squeue_every_s
     while not job.done():
-        if ended_at is None and queue_state(job.job_id) in ENDED | {None}:
-            ended_at = time.monotonic()
-        if ended_at is not None and time.monotonic() - ended_at > grace_s:  # result files on a slow file system
+        now = time.monotonic()
+        if now - asked >= squeue_every_s:
+            asked, state = now, queue_state(job.job_id)
+            if state is not None:  # a requeued job is PENDING again: it has not ended
+                ended_at = (ended_at or now) if state in ENDED | {"GONE"} else None
+        if ended_at is not None and now - ended_at > grace_s:  # result files on a slow file system
             return
         time.sleep(poll_s)
 
@@ -145,8 +155,8 @@ class RankTask:
 
 def task_argv(argv: List[str], out: Path, run_id: str) -> List[str]:
     """The command's arguments for its tasks: its output directory and the run made for it."""
-    def quoted(value: str) -> str:
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    def quoted(value: str) -> str:  # Hydra's grammar: \ escapes only a quote or the closing quote
+        return "'" + re.sub(r"(\\*)('|$)", lambda m: 2 * m[1] + ("\\'" if m[2] else ""), value) + "'"
 
     ours = {"hydra.run.dir", "mlflow.run_id"}
     kept = [a for a in argv if a.lstrip("+~").split("=", 1)[0] not in ours]
@@ -160,21 +170,24 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) ->
     from hydra.core.hydra_config import HydraConfig
     from mlflow.tracking import MlflowClient
 
-    from rn50 import launch
+    from rn50 import launch, resume
 
     params = slurm.launcher_params()
-    if not any(o.lstrip("+").startswith("hydra.launcher.submitit_folder=") for o in HydraConfig.get().overrides.hydra):
-        params["submitit_folder"] = str(out / ".submitit" / "%j")  # not multirun/'s
+    if OmegaConf.to_container(HydraConfig.get().launcher)["submitit_folder"] == slurm.SWEEP_FOLDER:
+        params["submitit_folder"] = str(out / ".submitit" / "%j")  # its own, not multirun/'s
     launch.preflight(cfg, here=False)
     params = {**params, **slurm.resources(cfg, params)}
     slurm.check_nodes(cfg)
     tracking.check_reachable(cfg.mlflow.tracking_uri)
 
-    run_id = make_run(cfg, None, config_hash)
+    # train.resume, or a new try of a requeued job: the job goes on with the run it continues.
+    continued = resume.run_to_continue(cfg, out, tracking.config_params(cfg))
+    run_id = continued or make_run(cfg, None, config_hash)
     try:
-        job = slurm.executor(params).submit(RankTask(task_argv(argv, out, run_id)))
+        with slurm.outside_job():
+            job = slurm.executor(params).submit(RankTask(task_argv(argv, out, run_id)))
     except BaseException as exc:
-        not_submitted(exc, [(cfg, run_id)])
+        not_submitted(exc, [] if continued else [(cfg, run_id)])
     log.info("SLURM job %s: sbatch %s; its log: %s", job.job_id, slurm.describe(params), job.paths.stderr)
     tracking.log_results(cfg.mlflow.tracking_uri, run_id, {}, {"slurm_job_id": job.job_id})
     try:
@@ -184,5 +197,6 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) ->
         raise
     run = MlflowClient(cfg.mlflow.tracking_uri).get_run(run_id)
     if not ok or run.info.status != "FINISHED":
+        close_run(cfg, run_id, f"SLURM job {job.job_id} ended with its run {run.info.status}")  # if left RUNNING
         raise failed(job, cfg, run_id)
     return {"run_id": run_id, "arch": cfg.model.arch.value, **run.data.metrics}

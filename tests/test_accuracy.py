@@ -241,6 +241,14 @@ def test_slurm_requeues_a_signalled_job_into_the_same_run(slurm_cluster, tmp_pat
     steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "val/top1"))
     assert steps == [1, 2]
 
+    # train.resume=true submits a job that goes on with the same run: none is made for it.
+    again = subprocess.run([sys.executable, "-m", "rn50", "cluster=slurm", *DIGITS_RUN, f"data.root={digits}",
+                            "train.epochs=2", "hydra.run.dir=one", "train.resume=true"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=240)
+    assert again.returncode == 0, again.stderr[-3000:]
+    (same,) = runs_in(tmp_path)
+    assert same.info.run_id == run.info.run_id and same.info.status == "FINISHED"
+
 
 def test_progress_is_one_line_per_epoch_off_a_terminal_and_a_bar_on_one():
     import io

@@ -206,8 +206,9 @@ def test_tasks_get_the_command_with_its_output_directory_and_run(tmp_path):
         "mlflow.run_id=abc"]
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    (parsed,) = OverridesParser.create().parse_overrides(task_argv([], out, "abc")[:1])
-    assert parsed.value() == str(out)  # Hydra reads the quoted path back as it was
+    for path in (out, tmp_path / "a\\b", tmp_path / "x\\'y", tmp_path / "end\\"):
+        (parsed,) = OverridesParser.create().parse_overrides(task_argv([], path, "abc")[:1])
+        assert parsed.value() == str(path)  # Hydra reads the quoted path back as it was
 
 
 def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg, tmp_path):
