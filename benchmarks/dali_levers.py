@@ -81,8 +81,17 @@ def main():
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup-steps", type=int, default=20)
     p.add_argument("--trace", help="folder for each setting's trace; its per-stream report joins its line")
+    p.add_argument("--train-stream-priority", type=int,
+                   help="train on a CUDA stream of this priority (lower is sooner: -1 is high), not the default's 0")
     args = p.parse_args()
+    if args.train_stream_priority is not None and torch.cuda.is_available():
+        with torch.cuda.stream(torch.cuda.Stream(priority=args.train_stream_priority)):
+            run(args)
+    else:
+        run(args)
 
+
+def run(args):
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     set_math_mode(args.precision != "fp32")
     torch.backends.cudnn.benchmark = True
