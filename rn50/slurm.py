@@ -125,12 +125,14 @@ def resources_only(params: Dict[str, Any]) -> Dict[str, Any]:
 
 @contextlib.contextmanager
 def outside_job() -> Iterator[None]:
-    """Submit as from a login node: inside an sbatch script, sbatch would pass the job's own SLURM_*
-    variables (its memory, tasks, step) on to the new job, whose srun would take them. SLURM_CONF,
-    which says which cluster, stays."""
-    kept = {k: os.environ.pop(k) for k in list(os.environ)
-            if k.startswith(("SLURM_", "SLURMD_", "SRUN_", "SBATCH_", "SALLOC_", "SUBMITIT_")) and k != "SLURM_CONF"}
+    """Submit as from a login node: inside an sbatch script, sbatch would pass the job's own
+    variables (its memory, tasks, step) on to the new job, whose srun would take them. Outside a
+    job nothing changes, and the user's own settings stay everywhere: SBATCH_* (account,
+    partition), SLURM_CONF and SLURM_CLUSTERS (which cluster squeue then asks too)."""
+    keep, inside = ("SLURM_CONF", "SLURM_CLUSTERS"), "SLURM_JOB_ID" in os.environ
+    job = {k: os.environ.pop(k) for k in list(os.environ) if inside
+           and k.startswith(("SLURM_", "SLURMD_", "SRUN_", "SUBMITIT_")) and k not in keep}
     try:
         yield
     finally:
-        os.environ.update(kept)
+        os.environ.update(job)

@@ -90,17 +90,22 @@ def queue_state(job_id: str) -> Optional[str]:
     return (done.stdout.split() or ["GONE"])[0]
 
 
-def wait(job, poll_s: float = 2.0, squeue_every_s: float = 15.0, grace_s: float = 20.0) -> None:
+def wait(job, poll_s: float = 2.0, squeue_every_s: float = 15.0, grace_s: float = 20.0,
+         unknown_s: float = 300.0) -> None:
     """Until every task has written its result, or the job has ended without: submitit asks sacct,
     which clusters without accounting cannot answer, so squeue is asked too, every squeue_every_s.
-    A task that srun stopped after another task's failure writes no result."""
-    ended_at, asked = None, -squeue_every_s
+    A task that srun stopped after another task's failure writes no result. When neither can say
+    for unknown_s, the wait ends rather than hangs."""
+    ended_at, asked, known_at = None, -squeue_every_s, time.monotonic()
     while not job.done():
         now = time.monotonic()
         if now - asked >= squeue_every_s:
             asked, state = now, queue_state(job.job_id)
             if state is not None:  # a requeued job is PENDING again: it has not ended
-                ended_at = (ended_at or now) if state in ENDED | {"GONE"} else None
+                known_at, ended_at = now, (ended_at or now) if state in ENDED | {"GONE"} else None
+            elif now - known_at > unknown_s:
+                log.warning("SLURM job %s: neither sacct nor squeue has answered for %d s", job.job_id, unknown_s)
+                return
         if ended_at is not None and now - ended_at > grace_s:  # result files on a slow file system
             return
         time.sleep(poll_s)
@@ -181,7 +186,8 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) ->
     tracking.check_reachable(cfg.mlflow.tracking_uri)
 
     # train.resume, or a new try of a requeued job: the job goes on with the run it continues.
-    continued = resume.run_to_continue(cfg, out, tracking.config_params(cfg))
+    # (Not a requeue: SLURM_RESTART_COUNT here would be an enclosing sbatch script's.)
+    continued = resume.run_to_continue(cfg, out, tracking.config_params(cfg)) if cfg.train.resume else None
     run_id = continued or make_run(cfg, None, config_hash)
     try:
         with slurm.outside_job():

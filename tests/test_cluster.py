@@ -269,3 +269,39 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
     run = tracking.MlflowClient(cfg.mlflow.tracking_uri).get_run(run_id)
     assert run.info.status == "FAILED" and run.data.tags["failure"] == "slurm"
     assert f"SLURM job {job.job_id} ended: " in run.data.tags["error"]
+
+
+def test_submitting_from_inside_a_job_hides_only_that_jobs_variables(monkeypatch):
+    from rn50 import slurm
+
+    monkeypatch.setenv("SBATCH_ACCOUNT", "proj")  # the user's own settings, for any sbatch
+    monkeypatch.setenv("SLURM_CLUSTERS", "c2")
+    monkeypatch.setenv("SLURM_CONF", "/etc/slurm/other.conf")
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.setenv("SLURM_NTASKS", "7")
+    with slurm.outside_job():  # a login node: nothing changes
+        assert os.environ["SLURM_NTASKS"] == "7" and os.environ["SBATCH_ACCOUNT"] == "proj"
+    monkeypatch.setenv("SLURM_JOB_ID", "12")  # an sbatch script
+    monkeypatch.setenv("SLURM_MEM_PER_CPU", "100")
+    with slurm.outside_job():
+        assert not {"SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_MEM_PER_CPU"} & set(os.environ)
+        assert (os.environ["SBATCH_ACCOUNT"], os.environ["SLURM_CLUSTERS"], os.environ["SLURM_CONF"]) == (
+            "proj", "c2", "/etc/slurm/other.conf")
+    assert os.environ["SLURM_JOB_ID"] == "12" and os.environ["SLURM_MEM_PER_CPU"] == "100"
+
+
+def test_a_command_in_an_sbatch_script_submits_a_job_of_its_own(slurm_cluster, tmp_path):
+    # sbatch's own shell has SLURM_PROCID=0 and SLURM_NTASKS=2 but is no step: the command submits,
+    # as from a login node, instead of failing as rank 0 of a 2-task world that dist=1n1g refuses.
+    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    script = (f"#!/bin/bash\ncd {tmp_path}\nexec {sys.executable} -m rn50 cluster=slurm "
+              + " ".join(TINY) + " dist=1n1g hydra.run.dir=inner\n")
+    env = {**slurm_cluster.env, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(["sbatch", "--wait", "--ntasks=2", f"--output={tmp_path}/outer.out"], input=script,
+                          env=env, capture_output=True, text=True, timeout=300)
+    log = (tmp_path / "outer.out").read_text() if (tmp_path / "outer.out").exists() else ""
+    assert done.returncode == 0, done.stderr + log[-3000:]
+    (run,) = runs_in(tmp_path)
+    assert run.info.status == "FINISHED" and run.data.tags["world_size"] == "1"
+    outer = done.stdout.split()[-1]
+    assert run.data.tags["slurm_job_id"] != outer  # a job of its own, not the script's
