@@ -109,18 +109,16 @@ def launcher_params() -> Dict[str, Any]:
     return {k: v for k, v in launcher.items() if k != "_target_"}
 
 
-def executor(params: Dict[str, Any]):
-    """submitit's SLURM executor for jobs of these launcher parameters."""
+def submit(launcher: Dict[str, Any], job: Dict[str, Any], fn, *args):
+    """fn(*args) as a SLURM job asking for `job` (resources()), in hydra.launcher's submitit folder,
+    submitted as from a login node (outside_job); submitit's Job."""
     import submitit
 
-    ex = submitit.AutoExecutor(folder=params["submitit_folder"], cluster="slurm",
-                               slurm_max_num_timeout=params["max_num_timeout"])
-    ex.update_parameters(**submitit_parameters(resources_only(params)))
-    return ex
-
-
-def resources_only(params: Dict[str, Any]) -> Dict[str, Any]:
-    return {k: v for k, v in params.items() if k not in ("submitit_folder", "max_num_timeout")}
+    executor = submitit.AutoExecutor(folder=launcher["submitit_folder"], cluster="slurm",
+                                     slurm_max_num_timeout=launcher["max_num_timeout"])
+    executor.update_parameters(**submitit_parameters(job))
+    with outside_job():
+        return executor.submit(fn, *args)
 
 
 @contextlib.contextmanager

@@ -56,7 +56,6 @@ def close_run(cfg: DictConfig, run_id: str, error: str) -> None:
     tracking.end_run(uri, run_id, ok=False, tags={"failure": "slurm", "error": error})
 
 
-
 def outcome(job, cfg: DictConfig, run_id: str, check: Callable[[Any], Any] = lambda result: result) -> Tuple[bool, Any]:
     """(True, rank 0's result) once the job has ended well; (False, None) for a job that failed
     (or whose result `check` raises for) or that SLURM ended, whose run is closed by its id if its
@@ -177,11 +176,11 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) ->
 
     from rn50 import launch, resume
 
-    params = slurm.launcher_params()
+    launcher = slurm.launcher_params()
     if OmegaConf.to_container(HydraConfig.get().launcher)["submitit_folder"] == slurm.SWEEP_FOLDER:
-        params["submitit_folder"] = str(out / ".submitit" / "%j")  # its own, not multirun/'s
+        launcher["submitit_folder"] = str(out / ".submitit" / "%j")  # its own, not multirun/'s
     launch.preflight(cfg, here=False)
-    params = {**params, **slurm.resources(cfg, params)}
+    params = slurm.resources(cfg, launcher)
     slurm.check_nodes(cfg)
     tracking.check_reachable(cfg.mlflow.tracking_uri)
 
@@ -190,8 +189,7 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) ->
     continued = resume.run_to_continue(cfg, out, tracking.config_params(cfg)) if cfg.train.resume else None
     run_id = continued or make_run(cfg, None, config_hash)
     try:
-        with slurm.outside_job():
-            job = slurm.executor(params).submit(RankTask(task_argv(argv, out, run_id)))
+        job = slurm.submit(launcher, params, RankTask(task_argv(argv, out, run_id)))
     except BaseException as exc:
         not_submitted(exc, [] if continued else [(cfg, run_id)])
     log.info("SLURM job %s: sbatch %s; its log: %s", job.job_id, slurm.describe(params), job.paths.stderr)
@@ -201,8 +199,10 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) ->
     except KeyboardInterrupt as exc:  # the job is SLURM's now: it goes on, and its rank 0 closes the run
         exc.note = f"SLURM job {job.job_id} goes on and records run {run_id}; `scancel {job.job_id}` stops it"
         raise
+    if not ok:  # outcome closed its run
+        raise failed(job, cfg, run_id)
     run = MlflowClient(cfg.mlflow.tracking_uri).get_run(run_id)
-    if not ok or run.info.status != "FINISHED":
+    if run.info.status != "FINISHED":
         close_run(cfg, run_id, f"SLURM job {job.job_id} ended with its run {run.info.status}")  # if left RUNNING
         raise failed(job, cfg, run_id)
     return {"run_id": run_id, "arch": cfg.model.arch.value, **run.data.metrics}

@@ -258,9 +258,9 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     run_id = slurm_jobs.make_run(cfg, None, schema.config_hash(cfg))
-    params = {"submitit_folder": str(tmp_path / "%j"), "max_num_timeout": 0, "timeout_min": 5,
-              "nodes": 1, "tasks_per_node": 1, "additional_parameters": {}}
-    job = slurm.executor(params).submit(functools.partial(os._exit, 9))  # killed: no result written
+    launcher = {"submitit_folder": str(tmp_path / "%j"), "max_num_timeout": 0}
+    params = {"timeout_min": 5, "nodes": 1, "tasks_per_node": 1, "additional_parameters": {}}
+    job = slurm.submit(launcher, params, functools.partial(os._exit, 9))  # killed: no result written
     seen = []
     waiting = threading.Thread(target=lambda: seen.append(slurm_jobs.outcome(job, cfg, run_id)), daemon=True)
     waiting.start()

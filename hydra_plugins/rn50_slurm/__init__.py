@@ -55,10 +55,8 @@ class SlurmLauncher(SubmititSlurmLauncher):
             for idx, overrides, cfg, params in points:
                 if idx not in runs:
                     continue
-                with slurm.outside_job():
-                    jobs[idx] = slurm.executor({**self.params, **params}).submit(
-                        self, [*overrides, f"mlflow.run_id={runs[idx]}"], "hydra.sweep.dir", idx, f"job_id_for_{idx}",
-                        Singleton.get_state())
+                jobs[idx] = slurm.submit(self.params, params, self, [*overrides, f"mlflow.run_id={runs[idx]}"],
+                                         "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())
                 log.info("#%d: SLURM job %s: sbatch %s", idx, jobs[idx].job_id, slurm.describe(params))
         except BaseException as exc:
             slurm_jobs.not_submitted(exc, [(cfg, runs[idx]) for idx, _, cfg, _ in points if idx in runs and idx not in jobs])
