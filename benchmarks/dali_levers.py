@@ -4,8 +4,10 @@ rn50's runs compile the model anew for each setting; here the step is built (and
 then each setting gets a fresh DALI pipeline, 20 warm-up steps and a 100-step window synced at its
 edges, as rn50.baseline times it, followed by the same pipeline alone (decode only). A synthetic
 window before and after the settings is the reference. With --trace, each setting is also
-profiled with torch.profiler over 10 steps: device time per CUDA stream (training's and DALI's),
+profiled with torch.profiler over --trace-steps steps: device time per CUDA stream (training's and DALI's),
 how much of it overlaps, and the top kernels of each stream. One JSON line per window on stdout.
+Every setting trains on one stream, chosen by --train-stream-priority (CUDA's default priority
+without it), not by data.dali.training_stream as rn50's ranks and rn50.baseline do.
 
     python benchmarks/dali_levers.py --data-root /tmp/imagenet --batch-size 512 --compile \
         --compile-mode reduce-overhead --trace /tmp/out "" hw_decoder_load=0.99 stream_policy=single
@@ -20,7 +22,7 @@ import time
 
 import torch
 
-from rn50.baseline import COMPILE_MODES, PRECISIONS, build_train_step, dali_batches
+from rn50.baseline import COMPILE_MODES, PRECISIONS, build_train_step, dali_batches, dali_config
 from rn50.precision import set_math_mode
 from rn50.profile import Span, union_us
 
@@ -40,6 +42,14 @@ def window(step, steps: int, warmup: int) -> float:
         step()
     sync()
     return time.perf_counter() - t0
+
+
+def labelled_step(train, batches) -> None:
+    """One step, its host time split into waiting for the batch and launching the step's work."""
+    with torch.profiler.record_function("next_batch"):
+        batch = next(batches)
+    with torch.profiler.record_function("train_step"):
+        train(*batch)
 
 
 def stream_report(trace_path: str) -> dict:
@@ -81,6 +91,7 @@ def main():
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup-steps", type=int, default=20)
     p.add_argument("--trace", help="folder for each setting's trace; its per-stream report joins its line")
+    p.add_argument("--trace-steps", type=int, default=10, help="steps each trace records")
     p.add_argument("--train-stream-priority", type=int,
                    help="train on a CUDA stream of this priority (lower is sooner: -1 is high), not the default's 0")
     args = p.parse_args()
@@ -109,13 +120,13 @@ def run(args):
                                 precision=args.precision, loss_scale=1024.0, channels_last=True,
                                 dali=[s for s in setting.split(",") if s])
         try:
-            batches = dali_batches(ns, device, 0, 1)
+            batches = dali_batches(dali_config(ns, device), device, 0, 1)
             seconds = window(lambda: train(*next(batches)), args.steps, args.warmup_steps)
             extra = {}
             if args.trace:
                 activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
                 with torch.profiler.profile(activities=activities[:1 + (device.type == "cuda")]) as prof:
-                    window(lambda: train(*next(batches)), 10, 0)
+                    window(lambda: labelled_step(train, batches), args.trace_steps, 0)
                 path = f"{args.trace}/trace_{setting or 'defaults'}.json.gz".replace("=", "_").replace(",", "_")
                 prof.export_chrome_trace(path)
                 extra["streams"] = stream_report(path)

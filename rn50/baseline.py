@@ -14,6 +14,7 @@ loop, or with --decode-only the pipeline alone, with no training.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -24,7 +25,7 @@ from typing import Callable, Iterator, Optional, Tuple
 import torch
 from torch import nn
 
-from rn50 import environment, nvml
+from rn50 import environment, nvml, pipelines
 from rn50.compilation import configure_inductor
 from rn50.errors import one_line
 from rn50.model import build_network, build_optimizer
@@ -156,6 +157,15 @@ def main(argv=None) -> dict:
     if device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         torch.cuda.set_device(device)
+    on_stream = contextlib.ExitStack()
+    if args.data_root is not None:
+        try:
+            cfg = dali_config(args, device)
+        except Exception as exc:  # a bad --dali key or value, named as rn50 names it
+            p.error(one_line(exc))
+        # rn50's ranks train on this stream from their first device work (and their process group
+        # starts after it): data.dali.training_stream.
+        on_stream.enter_context(pipelines.of(cfg).training_stream(cfg))
     if world > 1:
         torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
     set_math_mode(args.precision != "fp32")
@@ -173,8 +183,8 @@ def main(argv=None) -> dict:
         step = bare_step(args.batch_size, args.arch, args.precision, device, **options)
     else:
         try:
-            batches = dali_batches(args, device, int(os.environ.get("RANK", 0)), world)
-        except Exception as exc:  # a bad --dali key or value, named as rn50 names it
+            batches = dali_batches(cfg, device, int(os.environ.get("RANK", 0)), world)
+        except Exception as exc:  # the pipeline cannot start (no files, bad device), named as rn50 names it
             p.error(one_line(exc))
         if args.decode_only:
             step = lambda: next(batches)  # noqa: E731
@@ -219,27 +229,34 @@ def main(argv=None) -> dict:
         print(json.dumps(result))
     if world > 1:
         torch.distributed.destroy_process_group()
+    on_stream.close()
     return result
 
 
-def dali_batches(args, device: torch.device, rank: int, world: int) -> Iterator:
-    """rn50's data=dali pipeline for this rank, with args' data.dali keys, as an endless stream of
-    (images, labels) in the model's dtype and layout on the device. Composed and checked as rn50
-    composes and checks a run."""
+def dali_config(args, device: torch.device):
+    """rn50's config of a data=dali run with args' settings and data.dali keys, composed and
+    checked as rn50 composes and checks a run."""
     from hydra import compose, initialize_config_dir
 
-    from rn50 import data
     from rn50.config_dir import config_dir
     from rn50.schema import validate
 
     overrides = ["data=dali", f"data.root={args.data_root}", f"data.batch_size={args.batch_size}",
                  f"data.image_size={args.image_size}", f"precision={args.precision}",
                  f"model.channels_last={args.channels_last}", "mlflow.tracking_uri=unused",
+                 f"dist.accelerator={'gpu' if device.type == 'cuda' else 'cpu'}",
                  *[f"data.dali.{option}" for option in args.dali]]
     if args.precision == "amp_static":
         overrides.append(f"precision.loss_scale={args.loss_scale}")
     with initialize_config_dir(config_dir=config_dir(), version_base=None):
-        cfg = validate(compose("config", overrides=overrides))
+        return validate(compose("config", overrides=overrides))
+
+
+def dali_batches(cfg, device: torch.device, rank: int, world: int) -> Iterator:
+    """The config's data=dali pipeline for this rank as an endless stream of (images, labels) in
+    the model's dtype and layout on the device."""
+    from rn50 import data
+
     return iter(data.build(cfg, endless=True).loader(device, rank, world))
 
 

@@ -11,6 +11,10 @@ pipeline's build imports what it needs. Adding a pipeline is one YAML file in co
 hydra.searchpath) and one class: nothing in rn50 lists them.
 """
 
+import contextlib
+import functools
+import os
+from typing import ContextManager, Dict
 
 from omegaconf import DictConfig
 
@@ -36,6 +40,16 @@ class Pipeline(components.Component):
 
     def build(self, cfg: DictConfig, endless: bool):
         raise NotImplementedError(f"{type(self).__name__} builds no data module")
+
+    def training_stream(self, cfg: DictConfig) -> ContextManager:
+        """Where the rank trains, around everything it runs on the device: torch's current CUDA
+        stream by default."""
+        return contextlib.nullcontext()
+
+    def rank_env(self, cfg: DictConfig, device: str) -> Dict[str, str]:
+        """Variables the rank processes must start with on `device` (gpu or cpu), read before
+        their process group exists; a warm pool started with others is not reused. None by default."""
+        return {}
 
 
 class Synthetic(Pipeline):
@@ -120,3 +134,40 @@ class Dali(FileReader):
         threads = d.dali.num_threads if d.dali.num_threads is not None else d.num_workers
         return DaliData(d.root, d.batch_size, d.image_size, threads, cfg.model.channels_last, fp16, cfg.seed,
                         options=d.dali, endless=endless, validate=cfg.train.name == TrainName.accuracy)
+
+    def training_stream(self, cfg: DictConfig) -> ContextManager:
+        """data.dali.training_stream=high on a GPU: a stream of the highest priority on the current
+        device. DALI's decoding kernels then wait for free room on the GPU instead of taking turns
+        with training's (docs/benchmarks.md, issue 14)."""
+        if not self._high(cfg, cfg.dist.accelerator.value):
+            return super().training_stream(cfg)
+        import torch
+
+        os.environ.update(self.rank_env(cfg, "gpu"))  # ranks torchrun or SLURM started
+        return torch.cuda.stream(_highest_priority_stream(torch.cuda.current_device()))
+
+    def rank_env(self, cfg: DictConfig, device: str) -> Dict[str, str]:
+        """With several ranks, NCCL's streams go high too (unless the user chose), or DDP's
+        gradient all-reduce would wait behind the backward pass it overlaps."""
+        world = cfg.dist.nodes * cfg.dist.gpus_per_node
+        if not self._high(cfg, device) or world == 1 or NCCL_PRIORITY_ENV in os.environ:
+            return {}
+        return {NCCL_PRIORITY_ENV: "1"}
+
+    @staticmethod
+    def _high(cfg: DictConfig, device: str) -> bool:
+        from rn50.schema import DaliTrainingStream
+
+        return cfg.data.dali.training_stream == DaliTrainingStream.high and device == "gpu"
+
+
+NCCL_PRIORITY_ENV = "TORCH_NCCL_HIGH_PRIORITY"
+
+
+@functools.lru_cache(maxsize=None)
+def _highest_priority_stream(device_index: int):
+    """One per device and process: a warm rank reuses it run after run (each new stream would
+    bring its own cuBLAS workspace)."""
+    import torch
+
+    return torch.cuda.Stream(device_index, priority=min(torch.cuda.Stream.priority_range()))

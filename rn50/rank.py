@@ -21,7 +21,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.strategies import DDPStrategy
 
-from rn50 import batch_search, clusters, console, data, environment, mfu, precision, profilers
+from rn50 import batch_search, clusters, console, data, environment, mfu, pipelines, precision, profilers
 from rn50.errors import failure_kind, error_line
 from rn50.model import ResNetModule
 from rn50.nvtx import NvtxRanges
@@ -100,10 +100,22 @@ def skip_sigterm_broadcast(trainer: pl.Trainer) -> None:
 
 def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     """This process's rank of the run; rank 0 returns every rank's result, the others None."""
-    if cfg.train.name == TrainName.accuracy:
-        from rn50 import training
+    if cfg.dist.accelerator == Accelerator.gpu:
+        # Lightning makes the rank's own GPU current only inside fit; the stream is made before.
+        envs = cluster_environment(cfg)
+        torch.cuda.set_device(envs[0].local_rank() if envs else 0)
+    # The pipeline's stream holds everything the rank runs on the device, from the model's first
+    # weights on, so no work crosses streams unordered.
+    with pipelines.of(cfg).training_stream(cfg):
+        if cfg.train.name == TrainName.accuracy:
+            from rn50 import training
 
-        return training.run_rank(cfg, out)
+            return training.run_rank(cfg, out)
+        return measure_rank(cfg, out)
+
+
+def measure_rank(cfg, out: Path) -> Optional[List[RankResult]]:
+    """A throughput run's rank: warm-up, the timed windows, then the profilers."""
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
     precision.set_math_mode(precision.of(cfg).tf32)
     search = batch_search.resolve_auto_batch(cfg, device_type)  # data.batch_size=auto: sets the batch

@@ -43,6 +43,11 @@ class DaliStreamPolicy(Enum):
     per_operator = "per_operator"
 
 
+class DaliTrainingStream(Enum):
+    high = "high"
+    default = "default"
+
+
 class DaliConcurrency(Enum):
     default = "default"
     none = "none"
@@ -125,7 +130,8 @@ class AmpStaticConfig(PrecisionConfig):
 @dataclass
 class DaliConfig:
     """data=dali's pipeline levers (issue 14); data=synthetic and data=imagefolder ignore them.
-    The defaults are what rn50 ran before these keys existed (DALI 2.4's own defaults)."""
+    The defaults are DALI 2.4's own, which rn50 ran before these keys existed; training_stream is
+    rn50's and measured (docs/benchmarks.md)."""
 
     num_threads: Optional[int] = None
     """DALI's CPU threads per rank (file reading, the host side of decoding); null uses
@@ -162,6 +168,11 @@ class DaliConfig:
     affine: bool = True
     """GPU runs: tie each of DALI's decoder threads to one CPU core (DALI's default); false lets the
     OS move them."""
+    training_stream: DaliTrainingStream = DaliTrainingStream.high
+    """GPU runs: high trains on a CUDA stream of the highest priority, so the GPU schedules
+    training's blocks first and DALI's decoding kernels fill what it leaves (NCCL's streams are
+    made high too, through TORCH_NCCL_HIGH_PRIORITY, unless set). default: CUDA's default
+    priority, as other pipelines train, where DALI's kernels take their turn with training's."""
     cpu_prefetch_queue_depth: Optional[int] = None
     """Set: DALI's separated-queue executor (exec_dynamic=False), which buffers this many batches of
     the CPU stage (file reads) apart from prefetch_queue_depth batches of the GPU stages. null:
@@ -480,7 +491,22 @@ LATER_KEYS = {
     "data.dali.cpu_decode_share": 0.0, "data.dali.hybrid_huffman_threshold": 1_000_000,
     "data.dali.affine": True, "data.dali.cpu_prefetch_queue_depth": None,
     "data.dali.stream_policy": "default", "data.dali.concurrency": "default",
+    "data.dali.training_stream": "default",
 }
+
+
+def _has_training_stream(cfg: DictConfig) -> bool:
+    """Whether data.dali.training_stream can change the run: a pipeline that chooses its stream,
+    on a device that has streams."""
+    from hydra.utils import get_class
+    from omegaconf import OmegaConf
+
+    from rn50.pipelines import Pipeline
+
+    target, device = OmegaConf.select(cfg, "data._target_"), OmegaConf.select(cfg, "dist.accelerator")
+    chooses = target is not None and getattr(get_class(target), "training_stream", None) not in (
+        None, Pipeline.training_stream)
+    return chooses and getattr(device, "value", device) != "cpu"
 
 
 def config_hash(cfg: DictConfig) -> str:
@@ -507,7 +533,9 @@ def config_hash(cfg: DictConfig) -> str:
         del measured["train"]["resume"]
     if measured["optim"]["name"] == OptimName.sgd.value:
         del measured["optim"]["name"], measured["optim"]["lars_trust"]
-    for dotted, default in LATER_KEYS.items():  # at their defaults: as before they existed
+    if not _has_training_stream(cfg):  # nothing changes whatever it says: their points stay
+        measured["data"].get("dali", {}).pop("training_stream", None)
+    for dotted, default in LATER_KEYS.items():  # at their values of before they existed
         *path, key = dotted.split(".")
         node = functools.reduce(dict.get, path, measured)
         if node is not None and node.get(key, default) == default:

@@ -69,6 +69,7 @@ LEVERS = {
     "cpu_decode_share=0.5": lambda dm, pipe: dm.options.cpu_decode_share == 0.5,
     "hybrid_huffman_threshold=0": lambda dm, pipe: dm.options.hybrid_huffman_threshold == 0,
     "affine=false": lambda dm, pipe: not dm.options.affine,
+    "training_stream=default": lambda dm, pipe: dm.options.training_stream.value == "default",
 }
 
 

@@ -1,5 +1,7 @@
 """How a rank builds its Trainer, and one rank run in this process."""
 
+import contextlib
+
 from conftest import TINY
 from rn50.ncu_range import NcuRange
 from rn50.nvtx import NvtxRanges
@@ -70,3 +72,32 @@ def test_ranks_and_the_bare_loop_give_cuda_32_work_queues_unless_the_user_chose(
             "'--batch-size', '2', '--warmup-steps', '1', '--steps', '1', '--precision', 'fp32'])")
     assert seen("import rn50.baseline") == "None"  # set by the bare loop's run, not by importing it
     assert seen(bare) == "32"
+
+
+def test_the_rank_builds_and_trains_inside_its_pipelines_stream(compose_cfg, tmp_path, monkeypatch):
+    """Model weights, batches and steps all on the stream the pipeline chose (data=dali's high
+    priority one on GPUs): nothing the rank queues crosses streams unordered."""
+    from rn50 import pipelines, rank
+
+    inside, seen = [], []
+
+    @contextlib.contextmanager
+    def recording(self, cfg):
+        inside.append(True)
+        yield
+        inside.pop()
+
+    class Module(rank.ResNetModule):
+        def __init__(self, *args):
+            seen.append(("built", bool(inside)))
+            super().__init__(*args)
+
+        def on_train_start(self):
+            seen.append(("trained", bool(inside)))
+
+    monkeypatch.setattr(pipelines.Synthetic, "training_stream", recording)
+    monkeypatch.setattr(rank, "ResNetModule", Module)
+    cfg = validate(compose_cfg(TINY + ["precision=fp32"]))
+    cfg.dist.accelerator = Accelerator.cpu
+    run_rank(cfg, tmp_path)
+    assert seen == [("built", True), ("trained", True)] and not inside
