@@ -163,8 +163,7 @@ def main(argv=None) -> dict:
             cfg = dali_config(args, device)
         except Exception as exc:  # a bad --dali key or value, named as rn50 names it
             p.error(one_line(exc))
-        # rn50's ranks train on this stream from their first device work (and their process group
-        # starts after it): data.dali.training_stream.
+        # rn50's ranks train on this stream from their first device work: data.dali.training_stream.
         on_stream.enter_context(pipelines.of(cfg).training_stream(cfg))
     if world > 1:
         torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")

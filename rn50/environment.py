@@ -62,5 +62,4 @@ def gpu_tags(device_type: str) -> Dict[str, str]:
         "gpu_model": torch.cuda.get_device_name(),
         "driver_version": nvml.driver_version() or "unknown",
         "cuda_device_max_connections": os.environ.get(CONNECTIONS_ENV, "8"),  # CUDA's default
-        "torch_nccl_high_priority": os.environ.get("TORCH_NCCL_HIGH_PRIORITY", "0"),  # torch's default
     }

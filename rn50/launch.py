@@ -92,9 +92,7 @@ def submit(cfg: DictConfig, config_yaml: str, out: Path) -> Callable[[], list]:
     if clusters.of(cfg).rank_env is not None:  # this process is rank 0 of processes the cluster started
         return lambda: run_rank_here(cfg, out)
     own = profilers.of(cfg).launcher(cfg, config_yaml, out)  # ncu starts its one rank itself
-    device = cfg.dist.accelerator.value
-    return own or pool.submit(cfg.dist.gpus_per_node, device, config_yaml, out,
-                              env=pipelines.of(cfg).rank_env(cfg, device))
+    return own or pool.submit(cfg.dist.gpus_per_node, cfg.dist.accelerator.value, config_yaml, out)
 
 
 @contextlib.contextmanager

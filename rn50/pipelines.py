@@ -13,8 +13,7 @@ hydra.searchpath) and one class: nothing in rn50 lists them.
 
 import contextlib
 import functools
-import os
-from typing import ContextManager, Dict
+from typing import ContextManager
 
 from omegaconf import DictConfig
 
@@ -45,11 +44,6 @@ class Pipeline(components.Component):
         """Where the rank trains, around everything it runs on the device: torch's current CUDA
         stream by default."""
         return contextlib.nullcontext()
-
-    def rank_env(self, cfg: DictConfig, device: str) -> Dict[str, str]:
-        """Variables the rank processes must start with on `device` (gpu or cpu), read before
-        their process group exists; a warm pool started with others is not reused. None by default."""
-        return {}
 
 
 class Synthetic(Pipeline):
@@ -136,38 +130,22 @@ class Dali(FileReader):
                         options=d.dali, endless=endless, validate=cfg.train.name == TrainName.accuracy)
 
     def training_stream(self, cfg: DictConfig) -> ContextManager:
-        """data.dali.training_stream=high on a GPU: a stream of the highest priority on the current
-        device. DALI's decoding kernels then wait for free room on the GPU instead of taking turns
-        with training's (docs/benchmarks.md, issue 14)."""
-        if not self._high(cfg, cfg.dist.accelerator.value):
+        """data.dali.training_stream=own on a GPU: a stream of the rank's own on the current device,
+        apart from torch's default (CUDA's legacy) stream, which synchronizes implicitly with other
+        blocking streams (docs/benchmarks.md, issue 14)."""
+        from rn50.schema import Accelerator, DaliTrainingStream
+
+        if cfg.data.dali.training_stream != DaliTrainingStream.own or cfg.dist.accelerator != Accelerator.gpu:
             return super().training_stream(cfg)
         import torch
 
-        os.environ.update(self.rank_env(cfg, "gpu"))  # ranks torchrun or SLURM started
-        return torch.cuda.stream(_highest_priority_stream(torch.cuda.current_device()))
-
-    def rank_env(self, cfg: DictConfig, device: str) -> Dict[str, str]:
-        """With several ranks, NCCL's streams go high too (unless the user chose), or DDP's
-        gradient all-reduce would wait behind the backward pass it overlaps."""
-        world = cfg.dist.nodes * cfg.dist.gpus_per_node
-        if not self._high(cfg, device) or world == 1 or NCCL_PRIORITY_ENV in os.environ:
-            return {}
-        return {NCCL_PRIORITY_ENV: "1"}
-
-    @staticmethod
-    def _high(cfg: DictConfig, device: str) -> bool:
-        from rn50.schema import DaliTrainingStream
-
-        return cfg.data.dali.training_stream == DaliTrainingStream.high and device == "gpu"
-
-
-NCCL_PRIORITY_ENV = "TORCH_NCCL_HIGH_PRIORITY"
+        return torch.cuda.stream(_own_stream(torch.cuda.current_device()))
 
 
 @functools.lru_cache(maxsize=None)
-def _highest_priority_stream(device_index: int):
+def _own_stream(device_index: int):
     """One per device and process: a warm rank reuses it run after run (each new stream would
-    bring its own cuBLAS workspace)."""
+    bring its own cuBLAS workspace). Normal priority: the highest measured the same."""
     import torch
 
-    return torch.cuda.Stream(device_index, priority=min(torch.cuda.Stream.priority_range()))
+    return torch.cuda.Stream(device_index)

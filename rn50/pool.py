@@ -21,7 +21,7 @@ import tempfile
 import time
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rn50.errors import RunFailed
 
@@ -46,14 +46,14 @@ def _exit_reason(code: Optional[int]) -> str:
 class RankPool:
     """`nprocs` rank processes of one world on this host."""
 
-    def __init__(self, nprocs: int, env: Optional[Dict[str, str]] = None):
+    def __init__(self, nprocs: int):
         self.nprocs = nprocs
         self.procs: List[subprocess.Popen] = []
         self.conns: List[Connection] = []
         port = _free_port()
         for rank in range(nprocs):
             mine, theirs = socket.socketpair()
-            env = {**os.environ, **(env or {}), POOL_ENV: str(theirs.fileno())}
+            env = {**os.environ, POOL_ENV: str(theirs.fileno())}
             if nprocs > 1:  # what Lightning's own environment reads to join the ranks
                 env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(nprocs),
                            RANK=str(rank), LOCAL_RANK=str(rank), NODE_RANK="0")
@@ -146,16 +146,15 @@ class RankPool:
         return bool(self.procs) and all(p.poll() is None for p in self.procs)
 
 
-_pools: Dict[tuple, RankPool] = {}
+_pools: Dict[Tuple[int, str], RankPool] = {}
 _leaving: List[subprocess.Popen] = []  # ranks told to stop, waited for at exit
 
 
-def pool_for(nprocs: int, device: str, env: Optional[Dict[str, str]] = None) -> RankPool:
-    """The warm pool of this world size, device kind and start-up environment (what the run's
-    pipeline asks for, rn50/pipelines.py), started if there is none. Only one pool lives at a
-    time: idle ranks of another size would hold GPU memory and contexts that a fresh process
-    would not see (and exclusive-process GPUs would refuse the new ranks)."""
-    key = (nprocs, device, tuple(sorted((env or {}).items())))
+def pool_for(nprocs: int, device: str) -> RankPool:
+    """The warm pool of this world size and device kind, started if there is none. Only one
+    pool lives at a time: idle ranks of another size would hold GPU memory and contexts that a
+    fresh process would not see (and exclusive-process GPUs would refuse the new ranks)."""
+    key = (nprocs, device)
     for other in [k for k in _pools if k != key]:
         _pools.pop(other).close()
     pool = _pools.get(key)
@@ -163,15 +162,14 @@ def pool_for(nprocs: int, device: str, env: Optional[Dict[str, str]] = None) -> 
         pool.close(kill=True)
         pool = None
     if pool is None:
-        pool = _pools[key] = RankPool(nprocs, env)
+        pool = _pools[key] = RankPool(nprocs)
     return pool
 
 
-def submit(nprocs: int, device: str, config_yaml: str, out: Path,
-           env: Optional[Dict[str, str]] = None) -> Callable[[], list]:
+def submit(nprocs: int, device: str, config_yaml: str, out: Path) -> Callable[[], list]:
     """Send a config to a warm pool now; the returned call waits for its results. A failure
     takes the pool down, so the next run starts fresh ranks."""
-    pool = pool_for(nprocs, device, env)
+    pool = pool_for(nprocs, device)
     pool.submit(config_yaml, out)
 
     def result() -> list:

@@ -44,7 +44,7 @@ class DaliStreamPolicy(Enum):
 
 
 class DaliTrainingStream(Enum):
-    high = "high"
+    own = "own"
     default = "default"
 
 
@@ -168,11 +168,11 @@ class DaliConfig:
     affine: bool = True
     """GPU runs: tie each of DALI's decoder threads to one CPU core (DALI's default); false lets the
     OS move them."""
-    training_stream: DaliTrainingStream = DaliTrainingStream.high
-    """GPU runs: high trains on a CUDA stream of the highest priority, so the GPU schedules
-    training's blocks first and DALI's decoding kernels fill what it leaves (NCCL's streams are
-    made high too, through TORCH_NCCL_HIGH_PRIORITY, unless set). default: CUDA's default
-    priority, as other pipelines train, where DALI's kernels take their turn with training's."""
+    training_stream: DaliTrainingStream = DaliTrainingStream.own
+    """GPU runs: own trains on a CUDA stream of the rank's own; default on torch's default stream,
+    CUDA's legacy stream, which synchronizes implicitly with the process's other blocking streams
+    (as before this key; other pipelines train there). At rn50's defaults with DALI: 0.974 of
+    synthetic on its own stream, 0.963 on the default one (docs/benchmarks.md, issue 14)."""
     cpu_prefetch_queue_depth: Optional[int] = None
     """Set: DALI's separated-queue executor (exec_dynamic=False), which buffers this many batches of
     the CPU stage (file reads) apart from prefetch_queue_depth batches of the GPU stages. null:

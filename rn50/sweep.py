@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rn50 import STARTED, clusters, meter, pipelines, pool, profilers, report, tracking
+from rn50 import STARTED, clusters, meter, pool, profilers, report, tracking
 from rn50.errors import ConfigError, reported
 
 PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
@@ -36,7 +36,7 @@ def start_first_ranks(config: DictConfig) -> None:
         device = resolve_accelerator(config).value
     except ConfigError:  # each point says so itself
         return
-    pool.pool_for(config.dist.gpus_per_node, device, pipelines.of(config).rank_env(config, device))
+    pool.pool_for(config.dist.gpus_per_node, device)
 
 
 class SweepCallback(Callback):

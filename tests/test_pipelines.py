@@ -2,9 +2,7 @@
 from files of its own, and runs it through the launcher and a rank as a user would."""
 
 import contextlib
-import os
 import textwrap
-from unittest import mock
 
 import pytest
 
@@ -105,7 +103,7 @@ def test_the_hash_of_a_sweep_point_ignores_keys_that_change_nothing(compose_cfg)
     assert config_hash(cfg) == "ceceeae15162444c"
     dali = ["mlflow.tracking_uri=sqlite:///unused.db", "data=dali", "data.root=/x"]
     assert config_hash(compose_cfg([*dali, "data.dali.training_stream=default"])) == "eef8e665719cf54f"
-    # Its default since then trains differently on GPUs (a high-priority stream): not the same point.
+    # Its default since then trains differently on GPUs (a stream of its own): not the same point.
     assert config_hash(compose_cfg(dali)) != "eef8e665719cf54f"
     assert config_hash(compose_cfg([*dali, "dist.accelerator=cpu"])) == "8ac2e93bf57d92bd"  # as before
     before = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))  # untyped: keys can go
@@ -121,94 +119,49 @@ def test_the_hash_of_a_sweep_point_ignores_keys_that_change_nothing(compose_cfg)
 
 
 class FakeStream:
-    """The torch.cuda.Stream calls Dali.training_stream makes, on a machine without CUDA."""
+    """torch.cuda.Stream as Dali.training_stream makes one, on a machine without CUDA."""
 
     def __init__(self, device=None, priority=0):
         self.device, self.priority = device, priority
 
-    @staticmethod
-    def priority_range():
-        return (0, -5)  # (least, greatest), as CUDA orders them
 
-
-@pytest.fixture
-def fake_cuda(monkeypatch):
+def test_dali_trains_on_a_stream_of_its_own_on_gpus_only(compose_cfg, monkeypatch):
     import torch
 
     entered = []
     monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
     monkeypatch.setattr(torch.cuda, "stream", lambda s: entered.append(s) or contextlib.nullcontext(s))
-    pipelines._highest_priority_stream.cache_clear()
-    with mock.patch.dict(os.environ):
-        os.environ.pop(pipelines.NCCL_PRIORITY_ENV, None)
-        yield entered
-    pipelines._highest_priority_stream.cache_clear()
+    pipelines._own_stream.cache_clear()
 
-
-def test_dali_trains_on_the_highest_priority_stream_on_gpus_only(compose_cfg, fake_cuda):
     def stream(*overrides):
         cfg = compose_cfg(["data=dali", "data.root=/data", *overrides])
         with pipelines.of(cfg).training_stream(cfg) as s:
             return s
 
-    assert stream("dist.accelerator=cpu") is None
-    assert stream("dist.accelerator=gpu", "data.dali.training_stream=default") is None
-    assert stream("dist.accelerator=gpu") is fake_cuda[-1]
-    assert (fake_cuda[-1].device, fake_cuda[-1].priority) == (1, -5)  # the rank's device, the top priority
-    assert pipelines.NCCL_PRIORITY_ENV not in os.environ  # one rank: no NCCL
-    # A warm rank trains on the same stream run after run; ranks torchrun started set NCCL's too.
-    assert stream("dist.accelerator=gpu", "dist=1n2g") is fake_cuda[-2]
-    assert os.environ[pipelines.NCCL_PRIORITY_ENV] == "1"
+    try:
+        assert stream("dist.accelerator=cpu") is None
+        assert stream("dist.accelerator=gpu", "data.dali.training_stream=default") is None
+        cfg = compose_cfg(["dist.accelerator=gpu"])
+        with pipelines.of(cfg).training_stream(cfg) as s:  # synthetic trains where it always has
+            assert s is None
+        mine = stream("dist.accelerator=gpu")
+        assert mine is entered[-1] and (mine.device, mine.priority) == (1, 0)  # the rank's device
+        assert stream("dist.accelerator=gpu") is mine  # a warm rank reuses it run after run
+    finally:
+        pipelines._own_stream.cache_clear()
     with pytest.raises(Exception, match="training_stream"):
-        compose_cfg(["data.dali.training_stream=highest"])
-
-
-def test_several_dali_ranks_start_with_nccl_on_high_priority_streams(compose_cfg, fake_cuda):
-    """rn50's pool passes these to the ranks it starts, before their process group exists."""
-    def env(device, *overrides):
-        cfg = compose_cfg(["data=dali", "data.root=/data", *overrides])
-        return pipelines.of(cfg).rank_env(cfg, device)
-
-    assert env("gpu", "dist=1n2g") == {"TORCH_NCCL_HIGH_PRIORITY": "1"}
-    assert env("gpu") == env("cpu", "dist=1n2g") == env("gpu", "dist=1n2g", "data.dali.training_stream=default") == {}
-    cfg = compose_cfg(["dist=1n2g"])
-    assert pipelines.of(cfg).rank_env(cfg, "gpu") == {}  # synthetic: NCCL as torch has it
-    os.environ[pipelines.NCCL_PRIORITY_ENV] = "0"  # the user's choice stays
-    assert env("gpu", "dist=1n2g") == {}
-
-
-def test_a_warm_pool_is_reused_only_with_the_environment_it_started_with(monkeypatch):
-    from rn50 import pool
-
-    started = []
-
-    class Ranks:
-        alive = True
-
-        def __init__(self, nprocs, env=None):
-            started.append(env)
-
-        def close(self, **kwargs):
-            pass
-
-    monkeypatch.setattr(pool, "RankPool", Ranks)
-    monkeypatch.setattr(pool, "_pools", {})
-    high = {"TORCH_NCCL_HIGH_PRIORITY": "1"}
-    first = pool.pool_for(2, "gpu", high)
-    assert pool.pool_for(2, "gpu", dict(high)) is first
-    assert pool.pool_for(2, "gpu") is not first  # a synthetic point after a dali one: fresh ranks
-    assert started == [high, None]
+        compose_cfg(["data.dali.training_stream=high"])
 
 
 @pytest.mark.gpu
-def test_dali_stream_outranks_torchs_default_on_a_real_gpu(compose_cfg):
+def test_dali_stream_is_not_torchs_default_on_a_real_gpu(compose_cfg):
     import torch
 
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
     cfg = compose_cfg(["data=dali", "data.root=/data", "dist.accelerator=gpu"])
-    with mock.patch.dict(os.environ), pipelines.of(cfg).training_stream(cfg):
-        assert torch.cuda.current_stream().priority == min(torch.cuda.Stream.priority_range())
-        assert torch.cuda.current_stream().priority < torch.cuda.default_stream().priority
+    with pipelines.of(cfg).training_stream(cfg):
+        assert torch.cuda.current_stream() != torch.cuda.default_stream()
+        assert torch.cuda.current_stream().device == torch.device("cuda", torch.cuda.current_device())
     assert torch.cuda.current_stream() == torch.cuda.default_stream()

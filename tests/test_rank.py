@@ -75,8 +75,8 @@ def test_ranks_and_the_bare_loop_give_cuda_32_work_queues_unless_the_user_chose(
 
 
 def test_the_rank_builds_and_trains_inside_its_pipelines_stream(compose_cfg, tmp_path, monkeypatch):
-    """Model weights, batches and steps all on the stream the pipeline chose (data=dali's high
-    priority one on GPUs): nothing the rank queues crosses streams unordered."""
+    """Model weights, batches and steps all on the stream the pipeline chose (data=dali's own
+    one on GPUs): nothing the rank queues crosses streams unordered."""
     from rn50 import pipelines, rank
 
     inside, seen = [], []
