@@ -6,8 +6,9 @@ edges, as rn50.baseline times it, followed by the same pipeline alone (decode on
 window before and after the settings is the reference. With --trace, each setting is also
 profiled with torch.profiler over --trace-steps steps: device time per CUDA stream (training's and DALI's),
 how much of it overlaps, and the top kernels of each stream. One JSON line per window on stdout.
-Every setting trains on one stream, chosen by --train-stream-priority (CUDA's default priority
-without it), not by data.dali.training_stream as rn50's ranks and rn50.baseline do.
+Every setting trains on one stream: one of its own at --train-stream-priority, or torch's default
+stream without it; data.dali.training_stream, which rn50's ranks and rn50.baseline follow, does not
+apply here.
 
     python benchmarks/dali_levers.py --data-root /tmp/imagenet --batch-size 512 --compile \
         --compile-mode reduce-overhead --trace /tmp/out "" hw_decoder_load=0.99 stream_policy=single

@@ -273,16 +273,12 @@ def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None) -
 
 
 def local_device(device_type: str):
-    """The device this rank trains on: cuda:LOCAL_RANK, as Lightning will pick it."""
-    import os
-
+    """The device this rank trains on, which rn50/rank.py made current as Lightning will pick it."""
     import torch
 
     if device_type != "cuda":
         return torch.device("cpu")
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-    torch.cuda.set_device(device)
-    return device
+    return torch.device("cuda", torch.cuda.current_device())
 
 
 def join_ranks(cfg, device) -> None:

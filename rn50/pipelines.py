@@ -131,8 +131,8 @@ class Dali(FileReader):
 
     def training_stream(self, cfg: DictConfig) -> ContextManager:
         """data.dali.training_stream=own on a GPU: a stream of the rank's own on the current device,
-        apart from torch's default (CUDA's legacy) stream, which synchronizes implicitly with other
-        blocking streams (docs/benchmarks.md, issue 14)."""
+        apart from torch's default stream, CUDA's legacy one, beside which DALI's pipeline ran
+        slower (docs/benchmarks.md, issue 14)."""
         from rn50.schema import Accelerator, DaliTrainingStream
 
         if cfg.data.dali.training_stream != DaliTrainingStream.own or cfg.dist.accelerator != Accelerator.gpu:

@@ -89,6 +89,13 @@ def cluster_environment(cfg, requeue: bool = False) -> list:
     return clusters.of(cfg).environment(requeue)
 
 
+def local_gpu(cfg) -> int:
+    """This rank's GPU index as Lightning picks it: the local rank its cluster environment reads
+    (LOCAL_RANK in rn50's pool and under torchrun, SLURM_LOCALID under SLURM); 0 alone."""
+    envs = cluster_environment(cfg)
+    return envs[0].local_rank() if envs else 0
+
+
 def skip_sigterm_broadcast(trainer: pl.Trainer) -> None:
     """Lightning 2.6 broadcasts a SIGTERM flag and reads it back on the host every DDP step
     (Lightning #21487), a device sync inside the measured window. rn50's launchers stop all
@@ -101,9 +108,7 @@ def skip_sigterm_broadcast(trainer: pl.Trainer) -> None:
 def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     """This process's rank of the run; rank 0 returns every rank's result, the others None."""
     if cfg.dist.accelerator == Accelerator.gpu:
-        # Lightning makes the rank's own GPU current only inside fit; the stream is made before.
-        envs = cluster_environment(cfg)
-        torch.cuda.set_device(envs[0].local_rank() if envs else 0)
+        torch.cuda.set_device(local_gpu(cfg))  # Lightning does so only inside fit: the stream is made before
     # The pipeline's stream holds everything the rank runs on the device, from the model's first
     # weights on, so no work crosses streams unordered.
     with pipelines.of(cfg).training_stream(cfg):

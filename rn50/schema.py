@@ -170,9 +170,9 @@ class DaliConfig:
     OS move them."""
     training_stream: DaliTrainingStream = DaliTrainingStream.own
     """GPU runs: own trains on a CUDA stream of the rank's own; default on torch's default stream,
-    CUDA's legacy stream, which synchronizes implicitly with the process's other blocking streams
-    (as before this key; other pipelines train there). At rn50's defaults with DALI: 0.974 of
-    synthetic on its own stream, 0.963 on the default one (docs/benchmarks.md, issue 14)."""
+    CUDA's legacy stream with its implicit synchronization (as before this key; other pipelines
+    train there). At rn50's defaults with DALI on 1x H200 the own stream ran about 0.5 points
+    closer to synthetic (docs/benchmarks.md, issue 14)."""
     cpu_prefetch_queue_depth: Optional[int] = None
     """Set: DALI's separated-queue executor (exec_dynamic=False), which buffers this many batches of
     the CPU stage (file reads) apart from prefetch_queue_depth batches of the GPU stages. null:
@@ -504,8 +504,11 @@ def _has_training_stream(cfg: DictConfig) -> bool:
     from rn50.pipelines import Pipeline
 
     target, device = OmegaConf.select(cfg, "data._target_"), OmegaConf.select(cfg, "dist.accelerator")
-    chooses = target is not None and getattr(get_class(target), "training_stream", None) not in (
-        None, Pipeline.training_stream)
+    try:
+        pipeline = get_class(target) if target is not None else None
+    except Exception:  # no such class: the checks say so in one line, after the hash
+        return False
+    chooses = getattr(pipeline, "training_stream", None) not in (None, Pipeline.training_stream)
     return chooses and getattr(device, "value", device) != "cpu"
 
 

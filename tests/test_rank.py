@@ -101,3 +101,21 @@ def test_the_rank_builds_and_trains_inside_its_pipelines_stream(compose_cfg, tmp
     cfg.dist.accelerator = Accelerator.cpu
     run_rank(cfg, tmp_path)
     assert seen == [("built", True), ("trained", True)] and not inside
+
+
+def test_a_rank_makes_its_own_gpu_current_as_lightning_will_pick_it(compose_cfg, monkeypatch):
+    """Its stream and the batch search are made on that GPU, before Lightning sets it in fit."""
+    from rn50.pool import POOL_ENV
+    from rn50.rank import local_gpu
+
+    for var in (POOL_ENV, "LOCAL_RANK", "SLURM_LOCALID", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(var, raising=False)
+    assert local_gpu(compose_cfg()) == 0  # one process of its own
+    monkeypatch.setenv(POOL_ENV, "7")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert local_gpu(compose_cfg(["dist=1n2g"])) == 1  # rn50's pool
+    monkeypatch.delenv(POOL_ENV)
+    monkeypatch.setenv("SLURM_LOCALID", "3")
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    monkeypatch.setenv("SLURM_NTASKS_PER_NODE", "4")
+    assert local_gpu(compose_cfg(["cluster=slurm", "dist.gpus_per_node=4"])) == 3  # SLURM sets no LOCAL_RANK
