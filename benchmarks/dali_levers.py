@@ -94,7 +94,8 @@ def main():
     p.add_argument("--trace", help="folder for each setting's trace; its per-stream report joins its line")
     p.add_argument("--trace-steps", type=int, default=10, help="steps each trace records")
     p.add_argument("--train-stream-priority", type=int,
-                   help="train on a CUDA stream of this priority (lower is sooner: -1 is high), not the default's 0")
+                   help="train on a CUDA stream of its own at this priority (lower is sooner: -1 is high) "
+                        "instead of torch's default stream")
     args = p.parse_args()
     if args.train_stream_priority is not None and torch.cuda.is_available():
         with torch.cuda.stream(torch.cuda.Stream(priority=args.train_stream_priority)):
