@@ -5,7 +5,16 @@ then each setting gets a fresh DALI pipeline, 20 warm-up steps and a 100-step wi
 edges, as rn50.baseline times it, followed by the same pipeline alone (decode only). A synthetic
 window before and after the settings is the reference. With --trace, each setting is also
 profiled with torch.profiler over --trace-steps steps: device time per CUDA stream (training's and DALI's),
-how much of it overlaps, and the top kernels of each stream. One JSON line per window on stdout.
+how much of it overlaps, and the top kernels of each stream (the synthetic window's too, as the
+reference), the training stream's idle gaps, and the cudaDeviceSynchronize calls of other threads
+than the one that queues training (nvJPEG's hardware decoder makes one per batch).
+`--trace-activities cuda` records device work and CUDA API calls only, which costs the host almost
+nothing, so the eager step stays GPU-bound while traced. With --diagnose, each setting also
+reports the host's time per step split into waiting for the batch and queuing the step, Python's
+garbage collections, the host's time to queue a step with nothing ahead of it, and a window that
+trains on one DALI batch over and over (the batch's layout without DALI running beside it).
+One JSON line per window on stdout. A setting is data.dali keys over data=dali's own ("": those
+as they are; before issue 14's fifth session they were DALI's own decoder settings).
 Every setting trains on one stream: one of its own at --train-stream-priority, or torch's default
 stream without it; data.dali.training_stream, which rn50's ranks and rn50.baseline follow, does not
 apply here.
@@ -16,6 +25,7 @@ apply here.
 
 import argparse
 import collections
+import contextlib
 import gc
 import gzip
 import json
@@ -43,6 +53,47 @@ def window(step, steps: int, warmup: int) -> float:
         step()
     sync()
     return time.perf_counter() - t0
+
+
+class HostSplit:
+    """One step at a time, with the host's seconds in next(batches) and in launching the step kept,
+    and Python's garbage collections longer than 2 ms with the step they paused. Without `train`,
+    the pipeline alone."""
+
+    def __init__(self, train, batches):
+        self.train, self.batches, self.wait, self.launch, self.gc = train, batches, [], [], []
+        self._gc_start = 0.0
+
+    def __enter__(self):
+        gc.callbacks.append(self._on_gc)
+        return self
+
+    def __exit__(self, *exc):
+        gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase, info):
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        elif (ms := 1e3 * (time.perf_counter() - self._gc_start)) > 2:
+            self.gc.append([len(self.wait), info["generation"], round(ms, 1)])
+
+    def __call__(self):
+        t0 = time.perf_counter()
+        batch = next(self.batches)
+        t1 = time.perf_counter()
+        if self.train:
+            self.train(*batch)
+        self.wait.append(t1 - t0)
+        self.launch.append(time.perf_counter() - t1)
+
+    def report(self, steps: int, prefix: str = "host") -> dict:
+        first = len(self.wait) - steps
+        wait, launch = self.wait[first:], self.launch[first:]
+        longest = sorted(range(steps), key=lambda i: -wait[i])[:6]
+        return {f"{prefix}_wait_ms_total": 1e3 * sum(wait), f"{prefix}_wait_ms_median": 1e3 * sorted(wait)[steps // 2],
+                f"{prefix}_wait_ms_longest": [[i, round(1e3 * wait[i], 1)] for i in sorted(longest)],
+                f"{prefix}_launch_ms_median": 1e3 * sorted(launch)[steps // 2],
+                f"{prefix}_gc_pauses": [[i - first, g, ms] for i, g, ms in self.gc if i >= first]}
 
 
 def labelled_step(train, batches) -> None:
@@ -76,7 +127,30 @@ def stream_report(trace_path: str) -> dict:
         report[f"stream_{stream}"] = {
             "events": len(evs), "busy_ms": union_us(mine, lo, hi) / 1e3, "alone_ms": alone / 1e3,
             "top": [[n, round(us / 1e3, 2)] for n, us in names.most_common(6)]}
+    # Whole-GPU syncs of other threads than training's (which syncs at the window's edges):
+    # nvJPEG's hardware decoder makes one per batch from a DALI thread.
+    launches = collections.Counter(e.get("tid") for e in events if e.get("name") == "cudaLaunchKernel")
+    training = launches.most_common(1)[0][0] if launches else None
+    syncs = [e["dur"] for e in events if e.get("name") == "cudaDeviceSynchronize" and e.get("tid") != training]
+    report["other_threads_device_syncs"] = {"count": len(syncs), "ms": sum(syncs) / 1e3}
+    report["training_gaps"] = gaps(max(by_stream.values(), key=lambda evs: sum(e["dur"] for e in evs)), lo)
     return report
+
+
+def gaps(evs: list, lo: float) -> dict:
+    """Where the training stream sits idle between its own kernels: the total, and the longest gaps
+    with the kernels on either side (ms from the trace's start)."""
+    evs = sorted(evs, key=lambda e: e["ts"])
+    idle, last = [], evs[0]  # last: the work that ends latest so far (kernels of a stream may overlap)
+    for e in evs[1:]:
+        if e["ts"] > last["ts"] + last["dur"]:
+            idle.append((e["ts"] - (last["ts"] + last["dur"]), last, e))
+        if e["ts"] + e["dur"] > last["ts"] + last["dur"]:
+            last = e
+    longest = sorted(idle, key=lambda g: -g[0])[:8]
+    return {"idle_ms": sum(g[0] for g in idle) / 1e3, "gaps_over_0.1ms": sum(g[0] > 100 for g in idle),
+            "longest": [[round((b["ts"] - lo) / 1e3, 2), round(us / 1e3, 3), a["name"][:50], b["name"][:50]]
+                        for us, a, b in sorted(longest, key=lambda g: g[2]["ts"])]}
 
 
 def main():
@@ -93,6 +167,10 @@ def main():
     p.add_argument("--warmup-steps", type=int, default=20)
     p.add_argument("--trace", help="folder for each setting's trace; its per-stream report joins its line")
     p.add_argument("--trace-steps", type=int, default=10, help="steps each trace records")
+    p.add_argument("--trace-activities", default="cpu,cuda", choices=["cpu,cuda", "cuda"],
+                   help="what the traces record: host and device, or device work only")
+    p.add_argument("--diagnose", action="store_true",
+                   help="add the host's wait/launch split and a window on one reused DALI batch")
     p.add_argument("--train-stream-priority", type=int,
                    help="train on a CUDA stream of its own at this priority (lower is sooner: -1 is high) "
                         "instead of torch's default stream")
@@ -116,23 +194,51 @@ def run(args):
         print(json.dumps({"setting": name, "images_per_sec": args.batch_size * args.steps / seconds, **extra}),
               flush=True)
 
-    report("synthetic", window(lambda: train(images, labels), args.steps, args.warmup_steps))
+    def traced(name: str, step) -> dict:
+        """The per-stream report of --trace-steps steps, profiled; {} without --trace."""
+        if not args.trace:
+            return {}
+        wanted = {"cpu": torch.profiler.ProfilerActivity.CPU, "cuda": torch.profiler.ProfilerActivity.CUDA}
+        activities = [wanted[a] for a in args.trace_activities.split(",") if a == "cpu" or device.type == "cuda"]
+        if not activities:  # device work only, on a machine without one
+            return {}
+        with torch.profiler.profile(activities=activities) as prof:
+            window(step, args.trace_steps, 0)
+        path = f"{args.trace}/trace_{name}.json.gz".replace("=", "_").replace(",", "_")
+        prof.export_chrome_trace(path)
+        return {"streams": stream_report(path)}
+
+    synthetic = lambda: train(images, labels)  # noqa: E731
+    report("synthetic", window(synthetic, args.steps, args.warmup_steps), **traced("synthetic", synthetic))
     for setting in args.settings:
         ns = argparse.Namespace(data_root=args.data_root, batch_size=args.batch_size, image_size=args.image_size,
                                 precision=args.precision, loss_scale=1024.0, channels_last=True,
                                 dali=[s for s in setting.split(",") if s])
         try:
             batches = dali_batches(dali_config(ns, device), device, 0, 1)
-            seconds = window(lambda: train(*next(batches)), args.steps, args.warmup_steps)
-            extra = {}
-            if args.trace:
-                activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-                with torch.profiler.profile(activities=activities[:1 + (device.type == "cuda")]) as prof:
-                    window(lambda: labelled_step(train, batches), args.trace_steps, 0)
-                path = f"{args.trace}/trace_{setting or 'defaults'}.json.gz".replace("=", "_").replace(",", "_")
-                prof.export_chrome_trace(path)
-                extra["streams"] = stream_report(path)
-            decode = window(lambda: next(batches), 40, 5)
+            diagnose = contextlib.ExitStack()  # takes the HostSplits' gc callbacks off, come what may
+            step = diagnose.enter_context(HostSplit(train, batches)) if args.diagnose else lambda: train(*next(batches))
+            with diagnose:
+                seconds = window(step, args.steps, args.warmup_steps)
+            extra = step.report(args.steps) if args.diagnose else {}
+            extra.update(traced(setting or "defaults", lambda: labelled_step(train, batches)))
+            if args.diagnose:
+                one = next(batches)
+                launches = []
+                for _ in range(5):  # the host's cost of one step with nothing queued ahead of it
+                    sync()
+                    t0 = time.perf_counter()
+                    train(*one)
+                    launches.append(time.perf_counter() - t0)
+                sync()
+                extra["launch_unqueued_ms"] = 1e3 * sorted(launches)[2]
+                extra["one_batch_images_per_sec"] = (args.batch_size * args.steps
+                                                     / window(lambda: train(*one), args.steps, args.warmup_steps))
+            alone = HostSplit(None, batches) if args.diagnose else lambda: next(batches)
+            with alone if args.diagnose else contextlib.nullcontext():
+                decode = window(alone, 40, 5)
+            if args.diagnose:
+                extra.update(alone.report(40, prefix="alone"))
             report(setting or "defaults", seconds, decode_only_images_per_sec=args.batch_size * 40 / decode, **extra)
         except Exception as exc:  # one failing setting leaves the others to run
             print(json.dumps({"setting": setting, "error": str(exc).splitlines()[0][:300]}), flush=True)

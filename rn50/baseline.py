@@ -143,7 +143,7 @@ def main(argv=None) -> dict:
                    help="with --data-root: take batches from the pipeline and train nothing, to measure it alone")
     p.add_argument("--dali", action="append", default=[], metavar="KEY=VALUE",
                    help="with --data-root: a data.dali key, e.g. hw_decoder_load=0.99 (repeatable); "
-                        "threads default to data.num_workers (8)")
+                        "the rest as data=dali sets them (12 threads, no hardware decoder, a quarter on the CPU)")
     args = p.parse_args(argv)
     if args.data_root is None and (args.decode_only or args.dali):
         p.error("--decode-only and --dali need --data-root")

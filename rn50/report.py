@@ -45,7 +45,12 @@ DEVICE_NAMES = {"cuda": ("GPU", "GPUs"), "cpu": ("process", "CPU processes")}
 
 
 def setup(params: Dict[str, str], leave_out=NOT_SETUP) -> str:
-    """The config that makes a figure, as one string: every param but those under `leave_out`."""
+    """The config that makes a figure, as one string: every param but those under `leave_out`, and
+    data.dali's where the pipeline ignores them (experiment=fastest sets some)."""
+    from rn50.schema import reads_dali_keys
+
+    if not reads_dali_keys(params.get("data._target_"), params.get("data.name")):
+        leave_out = (*leave_out, "data.dali.")
     return ";".join(f"{k}={v}" for k, v in sorted(params.items())
                     if not k.startswith(leave_out) and not k.startswith(PEAK_TABLE))
 

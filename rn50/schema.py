@@ -130,17 +130,21 @@ class AmpStaticConfig(PrecisionConfig):
 @dataclass
 class DaliConfig:
     """data=dali's pipeline levers (issue 14); data=synthetic and data=imagefolder ignore them.
-    The defaults are DALI 2.4's own, which rn50 ran before these keys existed; training_stream is
-    rn50's and measured (docs/benchmarks.md)."""
+    The defaults here are DALI 2.4's own, which rn50 ran before these keys existed, and
+    training_stream's, measured (docs/benchmarks.md). data=dali's YAML sets the measured choice of
+    num_threads, hw_decoder_load and cpu_decode_share for rn50's defaults; experiment=fastest sets
+    its own."""
 
     num_threads: Optional[int] = None
-    """DALI's CPU threads per rank (file reading, the host side of decoding); null uses
-    data.num_workers, as data=dali always has."""
+    """DALI's CPU threads per rank (file reading, the host side of decoding, the CPU share); null
+    uses data.num_workers."""
     prefetch_queue_depth: int = 2
     """Batches the pipeline prepares ahead of the one training takes (DALI's default, 2)."""
     hw_decoder_load: float = 0.65
     """Share of the JPEGs (0 to 1) sent to the GPU's hardware JPEG decoder (A100, H100, H200), the
-    rest decoded by nvJPEG on the host and CUDA cores; DALI's default 0.65. GPU runs only."""
+    rest decoded by nvJPEG on the host and CUDA cores; DALI's default 0.65. GPU runs only. The
+    hardware decoder synchronizes the whole GPU once per batch (cudaDeviceSynchronize), so each
+    batch's decoding waits for the training work already queued."""
     device_memory_padding: int = 16 * 1024 * 1024
     """Bytes of GPU memory nvJPEG preallocates per thread, so a larger image needs no new
     allocation; DALI's default 16 MiB. GPU runs only."""
@@ -495,21 +499,41 @@ LATER_KEYS = {
 }
 
 
+@functools.lru_cache(maxsize=None)
+def _pipeline_class(target: str) -> Optional[type]:
+    """The class a data._target_ names; None where it does not import (the checks say so in one
+    line, after the hash)."""
+    from hydra.utils import get_class
+
+    try:
+        return get_class(target)
+    except Exception:
+        return None
+
+
 def _has_training_stream(cfg: DictConfig) -> bool:
     """Whether data.dali.training_stream can change the run: a pipeline that chooses its stream,
     on a device that has streams."""
-    from hydra.utils import get_class
     from omegaconf import OmegaConf
 
     from rn50.pipelines import Pipeline
 
     target, device = OmegaConf.select(cfg, "data._target_"), OmegaConf.select(cfg, "dist.accelerator")
-    try:
-        pipeline = get_class(target) if target is not None else None
-    except Exception:  # no such class: the checks say so in one line, after the hash
-        return False
+    pipeline = _pipeline_class(target) if target is not None else None
     chooses = getattr(pipeline, "training_stream", None) not in (None, Pipeline.training_stream)
     return chooses and getattr(device, "value", device) != "cpu"
+
+
+def reads_dali_keys(target: Optional[str], name: Optional[str] = None) -> bool:
+    """Whether a data pipeline reads data.dali: its class (data._target_) is rn50.pipelines.Dali or
+    one of its subclasses. A class that does not import counts as one that does; runs logged
+    before data._target_ existed go by data.name."""
+    from rn50.pipelines import Dali
+
+    if target is None:
+        return name == Dali.name
+    pipeline = _pipeline_class(target)
+    return pipeline is None or issubclass(pipeline, Dali)
 
 
 def config_hash(cfg: DictConfig) -> str:
@@ -536,6 +560,10 @@ def config_hash(cfg: DictConfig) -> str:
         del measured["train"]["resume"]
     if measured["optim"]["name"] == OptimName.sgd.value:
         del measured["optim"]["name"], measured["optim"]["lars_trust"]
+    if "dali" in measured["data"] and not reads_dali_keys(OmegaConf.select(cfg, "data._target_"),
+                                                          OmegaConf.select(cfg, "data.name")):
+        # Other pipelines ignore data.dali (experiment=fastest sets some): their points stay.
+        measured["data"]["dali"] = OmegaConf.to_container(OmegaConf.structured(DaliConfig), enum_to_str=True)
     if not _has_training_stream(cfg):  # nothing changes whatever it says: their points stay
         measured["data"].get("dali", {}).pop("training_stream", None)
     for dotted, default in LATER_KEYS.items():  # at their values of before they existed

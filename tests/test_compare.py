@@ -157,3 +157,20 @@ def test_an_options_own_key_tells_points_apart_where_other_runs_lack_it():
     assert len({compare.setup_key(r, keys) for r in runs}) == 3
     older_amp = Run({**amp, "precision.loss_scale": "None"})  # logged before amp_static had its own schema
     assert compare.setup_key(older_amp, keys) == compare.setup_key(runs[0], keys)
+
+
+def test_data_dali_keys_tell_points_apart_only_where_the_pipeline_reads_them():
+    # experiment=fastest sets data.dali keys: its synthetic runs still match those from before.
+    class Run:
+        def __init__(self, params):
+            self.data = type("Data", (), {"params": params, "tags": {"accelerator": "cuda"}})()
+
+    def pair(data):
+        runs = [Run({**data, "data.batch_size": "512", "data.dali.cpu_decode_share": share}) for share in ("0.0", "0.5")]
+        keys, _ = compare.shared_keys(runs)
+        return {compare.setup_key(r, keys) for r in runs}
+
+    assert len(pair({"data.name": "synthetic", "data._target_": "rn50.pipelines.Synthetic"})) == 1
+    assert len(pair({"data.name": "synthetic"})) == 1  # logged before data._target_ was a param
+    assert len(pair({"data.name": "dali", "data._target_": "rn50.pipelines.Dali"})) == 2
+    assert len(pair({"data.name": "mine", "data._target_": "nowhere.Pipeline"})) == 2  # unknown: kept apart

@@ -77,7 +77,7 @@ LEVERS = {
 def test_each_dali_key_composes_and_runs_a_step(tree, compose_cfg, lever):
     # bf16: auto gives float32 outputs, and float16 is allowed too.
     cfg = validate(compose_cfg(["data=dali", f"data.root={tree}", "precision=bf16", f"data.image_size={SIZE}",
-                                f"data.batch_size={BATCH}", "data.num_workers=2", f"data.dali.{lever}"]))
+                                f"data.batch_size={BATCH}", "data.dali.num_threads=2", f"data.dali.{lever}"]))
     dm = data_modules.build(cfg)
     pipe = dm._pipeline(torch.device("cpu"), rank=0, world=1)
     images, labels = next(iter(DaliLoader(dm, pipe, rank=0, world=1)))

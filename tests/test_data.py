@@ -16,7 +16,7 @@ from rn50.schema import validate
 from rn50.throughput import ThroughputCallback
 from rn50.timing import summarize
 
-REAL = [*TINY, "data.num_workers=1"]
+REAL = [*TINY, "data.num_workers=1", "data.dali.num_threads=1"]
 
 
 @pytest.fixture(scope="module")

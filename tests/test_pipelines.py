@@ -102,18 +102,24 @@ def test_the_hash_of_a_sweep_point_ignores_keys_that_change_nothing(compose_cfg)
     cfg = compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db"])
     assert config_hash(cfg) == "ceceeae15162444c"
     dali = ["mlflow.tracking_uri=sqlite:///unused.db", "data=dali", "data.root=/x"]
-    assert config_hash(compose_cfg([*dali, "data.dali.training_stream=default"])) == "eef8e665719cf54f"
-    # Its default since then trains differently on GPUs (a stream of its own): not the same point.
-    assert config_hash(compose_cfg(dali)) != "eef8e665719cf54f"
-    assert config_hash(compose_cfg([*dali, "dist.accelerator=cpu"])) == "8ac2e93bf57d92bd"  # as before
+    # data=dali as it was: DALI's own decoder settings, torch's default stream.
+    before_dali = [*dali, "data.dali.num_threads=null", "data.dali.hw_decoder_load=0.65", "data.dali.cpu_decode_share=0"]
+    assert config_hash(compose_cfg([*before_dali, "data.dali.training_stream=default"])) == "eef8e665719cf54f"
+    # Its defaults since then decode and train differently on GPUs: not the same point.
+    assert config_hash(compose_cfg([*before_dali])) != "eef8e665719cf54f"
+    assert config_hash(compose_cfg(dali)) not in ("eef8e665719cf54f", config_hash(compose_cfg(before_dali)))
+    assert config_hash(compose_cfg([*before_dali, "dist.accelerator=cpu"])) == "8ac2e93bf57d92bd"  # as before
+    # Pipelines that ignore data.dali keep their points whatever it says (experiment=fastest sets some).
+    assert config_hash(compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "data.dali.cpu_decode_share=0.5",
+                                    "data.dali.num_threads=3"])) == "ceceeae15162444c"
     before = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))  # untyped: keys can go
     del before.data["_target_"]
     for dotted in LATER_KEYS:
         *path, key = dotted.split(".")
         del OmegaConf.select(before, ".".join(path))[key]
     assert config_hash(cfg) == config_hash(before)
-    assert config_hash(compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "data.dali.cpu_decode_share=0.5"])) != \
-        config_hash(cfg)
+    assert config_hash(compose_cfg([*before_dali, "data.dali.cpu_decode_share=0.5"])) != \
+        config_hash(compose_cfg(before_dali))
     tuned = compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "model.compile=true", "model.autotune_pointwise=true"])
     assert config_hash(tuned) != config_hash(compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "model.compile=true"]))
 

@@ -23,6 +23,20 @@ def test_fastest_is_the_best_measured_setting(compose_cfg):
     assert compile_mode(cfg.model) == "reduce-overhead" and cfg.model.compile_mode.value == "reduce-overhead"
 
 
+def test_each_step_gets_the_jpeg_decoding_measured_best_for_it(compose_cfg):
+    # The eager default step waits for the hardware decoder's per-batch device sync; the compiled
+    # fastest step needs its speed (docs/benchmarks.md, issue 14).
+    def decoding(overrides):
+        d = validate(on_gpu(compose_cfg([*overrides, "data.root=/x"]))).data
+        return d.dali.hw_decoder_load, d.dali.cpu_decode_share, d.dali.num_threads or d.num_workers
+
+    assert decoding(["data=dali"]) == (0.0, 0.25, 12)
+    for preset in ("fastest", "mlperf"):  # either order on the command line
+        assert decoding([f"experiment={preset}", "data=dali"]) == decoding(["data=dali", f"experiment={preset}"]) \
+            == (0.65, 0.5, 8)
+    assert decoding(["data=dali", "data.dali.hw_decoder_load=0.99"])[0] == 0.99  # the command line still wins
+
+
 def test_mlperf_is_mlperfs_setting_where_pytorch_has_it(compose_cfg):
     cfg = validate(on_gpu(compose_cfg(["experiment=mlperf"])))
     assert (cfg.data.batch_size, cfg.data.image_size, cfg.precision.name) == (400, 224, "amp")
