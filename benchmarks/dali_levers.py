@@ -25,7 +25,6 @@ apply here.
 
 import argparse
 import collections
-import contextlib
 import gc
 import gzip
 import json
@@ -94,6 +93,20 @@ class HostSplit:
                 f"{prefix}_wait_ms_longest": [[i, round(1e3 * wait[i], 1)] for i in sorted(longest)],
                 f"{prefix}_launch_ms_median": 1e3 * sorted(launch)[steps // 2],
                 f"{prefix}_gc_pauses": [[i - first, g, ms] for i, g, ms in self.gc if i >= first]}
+
+
+def one_batch(train, batch, batch_size: int, steps: int, warmup: int) -> dict:
+    """The host's time to queue one step with nothing ahead of it (median of 5), and a window
+    training on one batch over and over: its layout's speed without DALI running beside it."""
+    launches = []
+    for _ in range(5):
+        sync()
+        t0 = time.perf_counter()
+        train(*batch)
+        launches.append(time.perf_counter() - t0)
+    sync()
+    return {"launch_unqueued_ms": 1e3 * sorted(launches)[2],
+            "one_batch_images_per_sec": batch_size * steps / window(lambda: train(*batch), steps, warmup)}
 
 
 def labelled_step(train, batches) -> None:
@@ -216,26 +229,13 @@ def run(args):
                                 dali=[s for s in setting.split(",") if s])
         try:
             batches = dali_batches(dali_config(ns, device), device, 0, 1)
-            diagnose = contextlib.ExitStack()  # takes the HostSplits' gc callbacks off, come what may
-            step = diagnose.enter_context(HostSplit(train, batches)) if args.diagnose else lambda: train(*next(batches))
-            with diagnose:
+            with HostSplit(train, batches) as step:  # two clock reads a step: timed without --diagnose too
                 seconds = window(step, args.steps, args.warmup_steps)
             extra = step.report(args.steps) if args.diagnose else {}
             extra.update(traced(setting or "defaults", lambda: labelled_step(train, batches)))
             if args.diagnose:
-                one = next(batches)
-                launches = []
-                for _ in range(5):  # the host's cost of one step with nothing queued ahead of it
-                    sync()
-                    t0 = time.perf_counter()
-                    train(*one)
-                    launches.append(time.perf_counter() - t0)
-                sync()
-                extra["launch_unqueued_ms"] = 1e3 * sorted(launches)[2]
-                extra["one_batch_images_per_sec"] = (args.batch_size * args.steps
-                                                     / window(lambda: train(*one), args.steps, args.warmup_steps))
-            alone = HostSplit(None, batches) if args.diagnose else lambda: next(batches)
-            with alone if args.diagnose else contextlib.nullcontext():
+                extra.update(one_batch(train, next(batches), args.batch_size, args.steps, args.warmup_steps))
+            with HostSplit(None, batches) as alone:
                 decode = window(alone, 40, 5)
             if args.diagnose:
                 extra.update(alone.report(40, prefix="alone"))
