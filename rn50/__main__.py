@@ -21,10 +21,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import STARTED, clusters, console, launch, pool, results, resume, schema, tracking
+from rn50 import STARTED, clusters, console, launch, pipelines, pool, results, resume, schema, tracking, trained
 from rn50.config_dir import config_dir
 from rn50.environment import git_commit
-from rn50.errors import ConfigError, Interrupted, reported
+from rn50.errors import ConfigError, Interrupted, RunFailed, reported
 from rn50.schema import TrainName
 from rn50.sweep import PARENT_ENV, URI_ENV
 
@@ -91,6 +91,10 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
                 files = results.write_files(record, ranks, out, run_id, cfg)
                 tracking.log_results(cfg.mlflow.tracking_uri, run_id, record.metrics, record.tags,
                                      record.series, [str(out / "resolved_config.yaml"), *files])
+            if record.failure:  # logged with its proof, then the run fails: a figure counts only if it trained
+                raise RunFailed(record.failure, kind=trained.DIVERGED)
+            for warning in trained.warnings(record.metrics, fixed_batch=pipelines.of(cfg).fixed_batch):
+                log.warning(warning)
     return say_done(cfg, name, {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}, out, parent)
 
 

@@ -178,13 +178,13 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
     """
     import torch
 
-    from rn50 import precision
+    from rn50 import optimizers, precision
     from rn50.baseline import build_train_step
     from rn50.compilation import CAPTURING_MODES, compile_mode, configure_inductor
 
     mode = compile_mode(cfg.model)
     configure_inductor(cfg.model.autotune_pointwise, cfg.model.autotune_coordinate_descent)
-    fused = cfg.optim.fused if cfg.optim.fused is not None else device.type == "cuda"
+    fused = optimizers.fused_default(cfg.optim, device.type)
     torch.backends.cudnn.benchmark = True  # as the Trainer's benchmark=True
     train = build_train_step(cfg.model.arch.value, precision.of(cfg), device,
                              num_classes=cfg.model.num_classes, image_size=cfg.data.image_size,

@@ -45,9 +45,15 @@ class Requeued(SystemExit):
 OOM_SIGNS = ("outofmemoryerror", "out of memory", "can't allocate memory", "cannot allocate memory")
 
 
+DIVERGED_SIGN = "training diverged"  # rn50/trained.py's and rn50/training.py's one line
+
+
 def failure_kind(message: str) -> str:
-    """oom for CUDA's and the CPU allocator's out-of-memory errors, else error."""
+    """oom for CUDA's and the CPU allocator's out-of-memory errors, diverged for a run whose loss
+    stopped being finite, else error."""
     text = message.lower()
+    if DIVERGED_SIGN in text:
+        return "diverged"
     return "oom" if any(sign in text for sign in OOM_SIGNS) else "error"
 
 

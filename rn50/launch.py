@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Optional
 
 from omegaconf import DictConfig
 
-from rn50 import clusters, console, keys, nvml, pipelines, pool, precision, profilers, schema
+from rn50 import checks, clusters, console, keys, nvml, pipelines, pool, precision, profilers, schema
 from rn50.compilation import check_cuda_graphs
 from rn50.errors import ConfigError, RunFailed, error_line, failure_kind
 from rn50.schema import Accelerator, dist_name
@@ -61,7 +61,18 @@ def preflight(cfg: DictConfig, here: bool = True) -> None:
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
     console.cpu_precision_warning(precision.of(cfg), cfg.dist.accelerator)
     pipelines.of(cfg).preflight(cfg, world=cfg.dist.nodes * cfg.dist.gpus_per_node)
+    set_num_classes(cfg)
     profilers.of(cfg).preflight(cfg)
+
+
+def set_num_classes(cfg: DictConfig) -> None:
+    """model.num_classes=null: the data's classes (class folders), else ImageNet's 1000; a head
+    narrower than the data's labels is refused (a label past it cannot be learned)."""
+    found = pipelines.of(cfg).classes(cfg)
+    if cfg.model.num_classes is None:
+        cfg.model.num_classes = found or schema.DEFAULT_CLASSES
+    elif found:
+        checks.check_classes(cfg.data.root, cfg.model.num_classes, found)
 
 
 def process_rank(cfg: DictConfig) -> int:

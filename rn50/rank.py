@@ -21,7 +21,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.strategies import DDPStrategy
 
-from rn50 import batch_search, clusters, console, data, environment, mfu, pipelines, precision, profilers
+from rn50 import batch_search, clusters, console, data, environment, mfu, optimizers, pipelines, precision, profilers
 from rn50.errors import failure_kind, error_line
 from rn50.model import ResNetModule
 from rn50.nvtx import NvtxRanges
@@ -125,8 +125,7 @@ def measure_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     precision.set_math_mode(precision.of(cfg).tf32)
     search = batch_search.resolve_auto_batch(cfg, device_type)  # data.batch_size=auto: sets the batch
     pl.seed_everything(cfg.seed, verbose=False)
-    fused = cfg.optim.fused if cfg.optim.fused is not None else device_type == "cuda"
-    model = ResNetModule(cfg.model, cfg.optim, fused)
+    model = ResNetModule(cfg.model, cfg.optim, optimizers.fused_default(cfg.optim, device_type))
     throughput = ThroughputCallback(cfg.bench, cfg.telemetry, device_type)
     first_profiled = throughput.timer.total_steps
     extras = profiling_callbacks(cfg, device_type, first_profiled, out)
