@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import STARTED, clusters, console, launch, pool, results, resume, schema, tracking
+from rn50 import STARTED, clusters, console, launch, pool, results, resume, schema, tracking, upload
 from rn50.config_dir import config_dir
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, Interrupted, reported
@@ -78,9 +78,10 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
 
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     (out / "resolved_config.yaml").write_text(config_yaml)
+    uri, kept = cfg.mlflow.tracking_uri, upload.result_file(out)
     with launch.started(cfg, config_yaml, out) as ranks_done:  # the ranks start while MLflow opens the run
-        tracking.check_reachable(cfg.mlflow.tracking_uri)  # the store itself: MLflow's import and schema
-        with tracking.record(cfg, name, tags, parent, continue_run_id=continued) as run_id:
+        tracking.check_reachable(uri)  # the store itself: MLflow's import and schema
+        with tracking.record(cfg, name, tags, parent, continue_run_id=continued, kept=kept) as run_id:
             training = cfg.train.name == TrainName.accuracy
             if training:  # what a later train.resume=true, or SLURM's requeue, goes on from
                 resume.remember(out, run_id, params)
@@ -89,8 +90,11 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
                 summarize = results.summarize_training if training else results.summarize
                 record = summarize(cfg, ranks, started, time.time())
                 files = results.write_files(record, ranks, out, run_id, cfg)
-                tracking.log_results(cfg.mlflow.tracking_uri, run_id, record.metrics, record.tags,
-                                     record.series, [str(out / "resolved_config.yaml"), *files])
+                logs = sorted(str(log) for log in out.glob("rank*.log"))  # what the ranks printed: warnings
+                result = upload.keep(kept, cfg, run_id, name, parent, params, {**tags, **record.tags}, record,
+                                     [str(out / "resolved_config.yaml"), *files, *logs], started)  # before any is logged
+            with tracking.logging_kept(uri, kept):  # a store that fails: one line naming the kept result
+                upload.log(result, out, uri, run_id)
     return say_done(cfg, name, {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}, out, parent)
 
 
@@ -151,7 +155,7 @@ def main() -> None:
         # A sweep stopped before its end (a job that does not compose, Ctrl-C) closes its parent run.
         parent = os.environ.pop(PARENT_ENV, None)
         if parent and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
-            tracking.end_run(os.environ[URI_ENV], parent, ok=False, killed=isinstance(exc, KeyboardInterrupt))
+            tracking.close_failed(os.environ[URI_ENV], parent, killed=isinstance(exc, KeyboardInterrupt))
         if isinstance(exc, KeyboardInterrupt):
             what = getattr(exc, "signal_name", "SIGINT")
             note = getattr(exc, "note", "") or "no run was open"
