@@ -136,8 +136,24 @@ def run_tags(cfg: DictConfig, out: Path) -> dict:
     }
 
 
-def _sigterm(signum, frame):
-    raise Interrupted("SIGTERM")
+# The ways a launcher is told to stop: Ctrl-C, kill, a closed terminal (or an ended SSH session).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupted(signum, frame):
+    # The first stop signal stops the run; later ones (a closing terminal's shell sends SIGHUP to
+    # its jobs, and the kernel sends another when the shell ends) must not cut short its closing.
+    for other in STOP_SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def say(line: str) -> None:
+    """A last line on stderr, which a closed terminal no longer takes."""
+    try:
+        print(line, file=sys.stderr)
+    except OSError:
+        pass
 
 
 def main() -> None:
@@ -145,7 +161,8 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     console.quiet()
     if "RANK" not in os.environ and "SLURM_STEP_ID" not in os.environ:  # not a rank torchrun or srun started
-        signal.signal(signal.SIGTERM, _sigterm)  # a launcher's SIGTERM closes its run as KILLED
+        for signum in STOP_SIGNALS:  # each closes the launcher's run as KILLED and stops its ranks
+            signal.signal(signum, _interrupted)
     try:
         with reported():
             run()
@@ -159,12 +176,11 @@ def main() -> None:
         if isinstance(exc, KeyboardInterrupt):
             what = getattr(exc, "signal_name", "SIGINT")
             note = getattr(exc, "note", "") or "no run was open"
-            print(f"rn50: interrupted by {what}: {note}" + (f"; sweep {parent} marked KILLED" if parent else ""),
-                  file=sys.stderr)
-            sys.exit(128 + (signal.SIGTERM if what == "SIGTERM" else signal.SIGINT))
+            say(f"rn50: interrupted by {what}: {note}" + (f"; sweep {parent} marked KILLED" if parent else ""))
+            sys.exit(128 + signal.Signals[what])
         if isinstance(exc, OSError) and exc.filename:  # Hydra's output directory, say, on a read-only disk
-            print(f"rn50: error: cannot write {exc.filename}: {exc.strerror}; run from a writable "
-                  "directory or set hydra.run.dir=/a/writable/path", file=sys.stderr)
+            say(f"rn50: error: cannot write {exc.filename}: {exc.strerror}; run from a writable "
+                "directory or set hydra.run.dir=/a/writable/path")
             sys.exit(2)
         raise
 
