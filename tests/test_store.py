@@ -20,7 +20,7 @@ from rn50.tracking import MlflowClient
 pytestmark = pytest.mark.slow  # each runs python -m rn50, or ten processes at once
 
 
-def test_a_result_survives_a_store_that_fails_and_is_uploaded_once(tmp_path, capsys):
+def test_a_result_survives_a_store_that_fails_and_is_uploaded_once(tmp_path, capsys, monkeypatch):
     # The store takes the run and its metrics, but its artifact store is a disk that is not
     # there (a dangling link, which even root cannot write through): logging fails at the end.
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
@@ -45,6 +45,7 @@ def test_a_result_survives_a_store_that_fails_and_is_uploaded_once(tmp_path, cap
     up = rn50(tmp_path, str(kept.parent), module="rn50.upload")
     assert up.returncode == 0 and up.stdout == f"{kept}: logged as run {run.info.run_id} in {uri}\n", up.stderr
     other = f"sqlite:///{tmp_path}/other.db"  # and into another store, once
+    monkeypatch.setenv("RN50_VERBOSE", "1")  # main's console.quiet() leaves this process's loggers alone
     for args in ([str(kept.parent)], ["--tracking-uri", other, str(kept)], ["--tracking-uri", other, str(kept)]):
         upload.main(args)  # in this process: each `python -m rn50.upload` imports MLflow anew
     lines = capsys.readouterr().out.splitlines()
