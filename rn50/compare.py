@@ -247,7 +247,7 @@ def main(argv=None) -> None:
         db = uri.removeprefix("sqlite:///")
         if db != uri and not Path(db).is_file():
             raise Rn50Error(f"--tracking-uri {uri}: no such file; run where the runs were recorded")
-        tracking.check_reachable(uri)
+        tracking.check_reachable(uri, write=False)  # a comparison only reads
         client = tracking.MlflowClient(uri)
         specs = (("BASE", args.base), ("CANDIDATE", args.candidate))
         found = [find_runs(client, uri, spec, args.experiment, side) for side, spec in specs]

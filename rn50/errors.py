@@ -3,6 +3,7 @@
 import contextlib
 import re
 import sys
+from typing import Optional
 
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
@@ -16,11 +17,13 @@ class ConfigError(Rn50Error):
 
 
 class RunFailed(Rn50Error):
-    """The benchmark processes failed; the MLflow run is marked FAILED with `kind` as its failure tag."""
+    """The benchmark processes failed; the MLflow run is marked FAILED with `kind` as its failure tag,
+    and `log` (the failing rank's output, with its traceback), where there is one, as an artifact."""
 
-    def __init__(self, message: str, kind: str = "error"):
+    def __init__(self, message: str, kind: str = "error", log: Optional[str] = None):
         super().__init__(message)
         self.kind = kind
+        self.log = log
 
 
 class Interrupted(KeyboardInterrupt):
@@ -63,7 +66,9 @@ def error_line(text: str) -> str:
     if not lines:
         return ""
     # A DataLoader worker's error arrives as "Caught X in DataLoader worker ...", traceback, "X: ...".
-    return lines[-1] if "in DataLoader worker" in lines[0] else lines[0]
+    if "in DataLoader worker" in lines[0]:
+        return re.sub(r"^[\w.]+: ", "", lines[-1])
+    return lines[0]
 
 
 def one_line(exc: BaseException) -> str:

@@ -12,6 +12,7 @@ Nothing here imports torch: the GPU count comes from NVML.
 import contextlib
 import logging
 import os
+import traceback
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -19,7 +20,7 @@ from omegaconf import DictConfig
 
 from rn50 import checks, clusters, console, keys, nvml, pipelines, pool, precision, profilers, schema
 from rn50.compilation import check_cuda_graphs
-from rn50.errors import ConfigError, RunFailed, error_line, failure_kind
+from rn50.errors import ConfigError, RunFailed
 from rn50.schema import Accelerator, dist_name
 
 log = logging.getLogger(__name__)
@@ -119,20 +120,22 @@ def started(cfg: DictConfig, config_yaml: str, out: Path) -> Iterator[Callable[[
 
 
 def run_rank_here(cfg: DictConfig, out: Path) -> Optional[list]:
-    """Run this process's rank; rank 0 returns every rank's result. Failures become RunFailed."""
-    from rn50.rank import leave_process_group, run_rank  # torch and Lightning: only a rank pays for them
+    """Run this process's rank, its output in its log (pool.rank_log); rank 0 returns every rank's
+    result. Failures become RunFailed, whose line names the log."""
+    from rn50.rank import failure, leave_process_group, run_rank  # torch and Lightning: only a rank pays for them
 
-    try:
-        ranks = run_rank(cfg, out)
-        leave_process_group()
-        return ranks
-    except Exception as exc:
-        message = error_line(str(exc)) or type(exc).__name__
-        # submitit raises UncompletedJobError in rank 0 when SLURM times the job out or preempts it.
-        kind = "slurm" if type(exc).__name__ == "UncompletedJobError" else failure_kind(message)
-        rank = os.environ.get((clusters.of(cfg).rank_env or ("RANK",))[0], 0)
-        raise RunFailed(f"rank {rank} failed: {message}",
-                        kind=kind) from exc
+    rank = int(os.environ.get((clusters.of(cfg).rank_env or ("RANK",))[0], 0))
+    with console.stderr_to(pool.rank_log(out, rank)) as log:
+        try:
+            ranks = run_rank(cfg, out)
+            leave_process_group()
+            return ranks
+        except Exception as exc:
+            traceback.print_exc()  # into the log
+            _, _, message, kind, log_path = failure(exc, cfg, log)
+            # submitit raises UncompletedJobError in rank 0 when SLURM times the job out or preempts it.
+            kind = "slurm" if type(exc).__name__ == "UncompletedJobError" else kind
+            raise RunFailed(f"rank {rank} failed: {message}", kind=kind, log=log_path) from exc
 
 
 def dry_run(cfg: DictConfig, overrides) -> str:

@@ -340,7 +340,7 @@ def main(argv=None) -> None:
         db = args.tracking_uri.removeprefix("sqlite:///")
         if db != args.tracking_uri and not Path(db).is_file():
             raise Rn50Error(f"--tracking-uri {args.tracking_uri}: no such file; run where the runs were recorded")
-        tracking.check_reachable(args.tracking_uri)
+        tracking.check_reachable(args.tracking_uri, write=False)  # a report only reads
         rows = collect(args.tracking_uri, args.parent_run_id, args.experiment, args.filter)
         if not rows:
             raise Rn50Error("no runs match; check --parent-run-id, --experiment and --filter")
