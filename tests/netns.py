@@ -12,6 +12,7 @@ It needs root, iproute2's `ip netns` and util-linux's nsenter and unshare; witho
 tests that use it are skipped.
 """
 import contextlib
+import itertools
 import os
 import shutil
 import signal
@@ -27,6 +28,7 @@ import pytest
 # 198.18.0.0/15 is set aside for benchmarking networks (RFC 2544): on no network this machine is on.
 SUBNET = "198.18.29"
 PREFIX = 24
+_made = itertools.count()
 
 
 @dataclass
@@ -41,7 +43,7 @@ class Network:
     """Hosts joined by a bridge; `argv` runs a command on one of them."""
 
     def __init__(self, names: Sequence[str]):
-        tag = f"rn50-{os.getpid()}"  # concurrent test sessions each have their own
+        tag = f"rn50-{os.getpid()}-{next(_made)}"  # each network of each test session its own
         self.switch = f"{tag}-switch"
         self.hosts: Dict[str, Host] = {
             name: Host(name, f"{tag}-{name}", f"{SUBNET}.{10 + i}") for i, name in enumerate(names)}
@@ -131,8 +133,10 @@ def network_of(names: Sequence[str]) -> Iterator["Network"]:
     try:
         try:
             net.build()
-        except OSError as exc:  # a kernel or sandbox without network namespaces, veth or bridges
-            pytest.skip(f"no test network here: {exc}")
+        except OSError as exc:
+            if not net.made:  # a kernel or sandbox without network namespaces
+                pytest.skip(f"no test network here: {exc}")
+            raise
         yield net
     finally:
         net.close()
