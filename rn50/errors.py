@@ -36,8 +36,9 @@ class Interrupted(KeyboardInterrupt):
 
 
 class Requeued(SystemExit):
-    """A train=accuracy SLURM job that Lightning checkpointed and requeued is being stopped by
-    SLURM: its run stays open for the job's next start, and submitit records no result (it
+    """A SLURM job that was requeued (by Lightning after its checkpoint on USR1, by `scontrol
+    requeue`, by a preemption) is being stopped by SLURM: its run stays open for the job's next
+    start, which resumes from `checkpoint` (train=accuracy), and submitit records no result (it
     writes none for a SystemExit), so the submitting host keeps waiting for that start."""
 
     def __init__(self, checkpoint: str):

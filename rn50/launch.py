@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 
 from rn50 import checks, clusters, console, keys, nvml, pipelines, pool, precision, profilers, schema
 from rn50.compilation import check_cuda_graphs
-from rn50.errors import ConfigError, RunFailed
+from rn50.errors import ConfigError, Requeued, RunFailed
 from rn50.schema import Accelerator, dist_name
 
 log = logging.getLogger(__name__)
@@ -121,21 +121,32 @@ def started(cfg: DictConfig, config_yaml: str, out: Path) -> Iterator[Callable[[
 
 def run_rank_here(cfg: DictConfig, out: Path) -> Optional[list]:
     """Run this process's rank, its output in its log (pool.rank_log); rank 0 returns every rank's
-    result. Failures become RunFailed, whose line names the log."""
+    result. Failures become RunFailed, whose line names the log and the rank and node a failed
+    collective lost; a job the scheduler requeued while it ran raises Requeued instead, whatever
+    broke as it was stopped (it starts again and resumes)."""
+    from rn50 import peers, resume
     from rn50.rank import failure, leave_process_group, run_rank  # torch and Lightning: only a rank pays for them
 
-    rank = int(os.environ.get((clusters.of(cfg).rank_env or ("RANK",))[0], 0))
+    cluster = clusters.of(cfg)
+    rank = int(os.environ.get((cluster.rank_env or ("RANK",))[0], 0))
     with console.stderr_to(pool.rank_log(out, rank)) as log:
         try:
             ranks = run_rank(cfg, out)
             leave_process_group()
             return ranks
-        except Exception as exc:
+        except (Requeued, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # also Lightning's SIGTERMException, a SystemExit
+            if cluster.requeued():
+                raise Requeued(str(resume.last_checkpoint(out) or "")) from None
+            if not isinstance(exc, Exception):
+                raise
             traceback.print_exc()  # into the log
             _, _, message, kind, log_path = failure(exc, cfg, log)
+            lost = peers.lost(message)
             # submitit raises UncompletedJobError in rank 0 when SLURM times the job out or preempts it.
-            kind = "slurm" if type(exc).__name__ == "UncompletedJobError" else kind
-            raise RunFailed(f"rank {rank} failed: {message}", kind=kind, log=log_path) from exc
+            kind = "slurm" if type(exc).__name__ == "UncompletedJobError" else "lost_rank" if lost else kind
+            raise RunFailed(f"rank {rank} failed: {lost or message}", kind=kind, log=log_path) from exc
 
 
 def dry_run(cfg: DictConfig, overrides) -> str:

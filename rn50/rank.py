@@ -20,9 +20,9 @@ from typing import List, Optional
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.strategies import DDPStrategy
 
-from rn50 import batch_search, clusters, console, data, environment, mfu, optimizers, pipelines, precision, profilers
+from rn50 import (batch_search, clusters, console, data, environment, mfu, optimizers, peers, pipelines, precision,
+                  profilers)
 from rn50.errors import failure_kind, error_line
 from rn50.model import ResNetModule
 from rn50.nvtx import NvtxRanges
@@ -54,7 +54,7 @@ def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False) -> dic
         accelerator="gpu" if device_type == "cuda" else "cpu",
         devices=cfg.dist.gpus_per_node,
         num_nodes=cfg.dist.nodes,
-        strategy=DDPStrategy(gradient_as_bucket_view=True) if world > 1 else "auto",
+        strategy=peers.RosterDDP(gradient_as_bucket_view=True) if world > 1 else "auto",
         plugins=[precision.of(cfg).plugin(device_type),
                  *cluster_environment(cfg, requeue)],
         benchmark=True,
@@ -102,20 +102,25 @@ STARTED_BY_RN50 = False  # python -m rn50.rank: a process of rn50's pool, or one
 
 def skip_sigterm_broadcast(trainer: pl.Trainer) -> None:
     """Lightning 2.6 broadcasts a SIGTERM flag and reads it back on the host every DDP step
-    (Lightning #21487), a device sync inside the measured window. rn50's launchers stop all
-    ranks together (the pool, torchrun, srun), so the broadcast goes.
+    (Lightning #21487), a device sync inside the measured window, and broadcasts again from its
+    SIGTERM handler, which can pair with another rank's collective and hang. rn50's launchers
+    stop all ranks together (the pool, torchrun, srun, SLURM's requeue), so both broadcasts go.
 
-    Without it, Lightning's SIGTERM handler only sets a flag that nothing reads before the
-    epoch's end, so a rank that rn50 started keeps its default: SIGTERM ends it at once."""
+    A rank of rn50's own pool gets no Lightning handler at all: SIGTERM ends it at once. Under
+    torchrun and SLURM, SIGTERM only sets the flag that stops the loop at the next step."""
     loop = trainer.fit_loop.epoch_loop
     if hasattr(loop, "_broadcast_sigterm_tensor"):
         loop._broadcast_sigterm_tensor = lambda: None
+    connector = trainer._signal_connector
     if STARTED_BY_RN50:
-        trainer._signal_connector.register_signal_handlers = lambda: None
+        connector.register_signal_handlers = lambda: None
+    elif hasattr(connector, "_sigterm_notifier_fn"):
+        connector._sigterm_notifier_fn = lambda signum, frame: setattr(connector, "received_sigterm", True)
 
 
 def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     """This process's rank of the run; rank 0 returns every rank's result, the others None."""
+    peers.use_interface(cfg)  # before any process group starts (batch search's, Lightning's)
     if cfg.dist.accelerator == Accelerator.gpu:
         torch.cuda.set_device(local_gpu(cfg))  # Lightning does so only inside fit: the stream is made before
     # The pipeline's stream holds everything the rank runs on the device, from the model's first

@@ -222,6 +222,10 @@ class DistConfig:
     """Processes per host, one per device (the M in NnMg)."""
     accelerator: Accelerator = Accelerator.auto
     """gpu, cpu (gloo, for tests), or auto: gpu when the host has one, else cpu for 1n1g."""
+    interface: Optional[str] = None
+    """The network interface the ranks talk over on every node (eth0, ib0), as GLOO_SOCKET_IFNAME
+    and NCCL_SOCKET_IFNAME; null: gloo takes the address its hostname resolves to and NCCL picks
+    one, and those variables, where set, stay (docs/multi-node.md)."""
 
 
 @dataclass
@@ -500,7 +504,7 @@ LATER_KEYS = {
     "data.dali.cpu_decode_share": 0.0, "data.dali.hybrid_huffman_threshold": 1_000_000,
     "data.dali.affine": True, "data.dali.cpu_prefetch_queue_depth": None,
     "data.dali.stream_policy": "default", "data.dali.concurrency": "default",
-    "data.dali.training_stream": "default",
+    "data.dali.training_stream": "default", "dist.interface": None,
 }
 
 

@@ -76,18 +76,21 @@ def check_reachable(uri: str, open_store: bool = True, write: bool = True) -> No
                 f"mlflow.tracking_uri={uri} is unreachable ({reason}); start a server "
                 "(launchers/mlflow_server.sh) or drop the key to use ./mlflow.db"
             ) from None
-        return
     if not open_store:
         return
     from mlflow.tracking import MlflowClient
 
-    try:
+    try:  # a server answers /health whatever the Host header, and refuses requests for a name it does not allow
         with store_lock(uri):  # the first process to open a new store makes its schema; the others wait
             if not schema_made(uri):
                 MlflowClient(uri).search_experiments(max_results=1)
         MlflowClient(uri).search_experiments(max_results=1)
     except Exception as exc:  # MLflow and SQLAlchemy raise many types for a bad store
-        raise Rn50Error(f"mlflow.tracking_uri={uri} cannot be opened: {first_line(exc)}") from None
+        first = first_line(exc)
+        hint = (f"; start the server with --allowed-hosts naming {uri.split('://')[1].split('/')[0]} "
+                "(launchers/mlflow_server.sh allows its --host and its machine's names)"
+                if "Invalid Host header" in first else "")
+        raise Rn50Error(f"mlflow.tracking_uri={uri} cannot be opened: {first}{hint}") from None
 
 
 def first_line(exc: BaseException) -> str:
