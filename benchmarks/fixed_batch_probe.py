@@ -1,6 +1,8 @@
 """The loss of one fixed batch over 140 steps: rn50's step against torch's own foreach SGD, by lr and
 precision, on a GPU (issue 27). Usage: PYTHONPATH=. python3 benchmarks/fixed_batch_probe.py > probe.jsonl"""
-import json, sys, time
+import json
+import time
+
 import torch
 from rn50.baseline import build_train_step
 from rn50.schema import OptimConfig

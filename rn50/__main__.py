@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from rn50 import STARTED, clusters, console, launch, pipelines, pool, results, resume, schema, tracking, trained, upload
 from rn50.config_dir import config_dir
 from rn50.environment import git_commit
-from rn50.errors import ConfigError, Interrupted, RunFailed, reported
+from rn50.errors import ConfigError, Interrupted, RunFailed, failure_kind, reported
 from rn50.schema import TrainName
 from rn50.sweep import PARENT_ENV, URI_ENV
 
@@ -96,7 +96,7 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
             with tracking.logging_kept(uri, kept):  # a store that fails: one line naming the kept result
                 upload.log(result, out, uri, run_id)
             if record.failure:  # logged with its proof, then the run fails: a figure counts only if it trained
-                raise RunFailed(record.failure, kind=trained.DIVERGED)
+                raise RunFailed(record.failure, kind=failure_kind(record.failure))
             for warning in trained.warnings(record.metrics, fixed_batch=pipelines.of(cfg).fixed_batch):
                 log.warning(warning)
     return say_done(cfg, name, {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}, out, parent)
@@ -115,12 +115,13 @@ def say_done(cfg: DictConfig, name: str, summary: dict, out: Path, parent: Optio
 def finished_before(cfg: DictConfig, parent: str, config_hash: str, name: str, say: bool) -> Optional[dict]:
     """sweep.resume: the metrics of this point's FINISHED run in the sweep, or None to run it."""
     earlier = tracking.earlier_point(cfg.mlflow.tracking_uri, parent, config_hash)
-    if earlier is not None and earlier.info.status == "FINISHED":
+    if tracking.done_before(earlier):
         if say:
             print(f"rn50: {name}: finished before as run {earlier.info.run_id}, not run again", file=sys.stderr)
         return {"run_id": earlier.info.run_id, **earlier.data.metrics}
     if say:
-        print(f"rn50: {name}: " + (f"ran before as run {earlier.info.run_id} ({earlier.info.status}), running "
+        status = earlier.info.status if earlier and earlier.info.status != "FINISHED" else "before runs proved they trained"
+        print(f"rn50: {name}: " + (f"ran before as run {earlier.info.run_id} ({status}), running "
                                     "it again" if earlier else "a new point of this sweep"), file=sys.stderr)
     return None
 

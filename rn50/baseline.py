@@ -146,6 +146,8 @@ def main(argv=None) -> dict:
         p.error("--decode-only and --dali need --data-root")
     if (args.autotune_pointwise or args.autotune_coordinate_descent) and not args.compile:
         p.error("--autotune-pointwise and --autotune-coordinate-descent tune torch.compile's kernels: add --compile")
+    if args.warmup_steps < 1:
+        p.error("--warmup-steps must be 1 or more: the window's first edge follows a step, whose loss it reads")
     if args.data_root is not None and args.cuda_graph:
         p.error("--cuda-graph replays one batch's addresses, so it cannot take batches from --data-root")
 
@@ -188,7 +190,8 @@ def main(argv=None) -> dict:
         if args.decode_only:
             step = lambda: next(batches)  # noqa: E731
         else:
-            train = build_train_step(args.arch, args.precision, device, **options)
+            # The head has an output per class folder, as rn50's runs size it (model.num_classes=null).
+            train = build_train_step(args.arch, args.precision, device, **options, num_classes=cfg.model.num_classes)
             step = lambda: train(*next(batches))  # noqa: E731
 
     def sync():
@@ -233,10 +236,12 @@ def main(argv=None) -> dict:
     if world > 1:
         torch.distributed.destroy_process_group()
     on_stream.close()
-    diverged = [loss for loss in edge_losses if loss is not None and not math.isfinite(loss)]
-    if diverged:
-        p.exit(1, f"{p.prog}: error: training diverged: loss {diverged[0]} at a window's edge; "
+    if train and not math.isfinite(edge_losses[-1]):
+        p.exit(1, f"{p.prog}: error: training diverged: loss {edge_losses[-1]} at the last window's end; "
                   "its images/sec is no training figure\n")
+    if result.get("skipped_steps_window") == args.steps * args.repeats:
+        p.exit(1, f"{p.prog}: error: training stalled: the loss scaler skipped all {args.steps * args.repeats} "
+                  "measured steps; its images/sec is no training figure (lower --loss-scale)\n")
     return result
 
 
@@ -261,6 +266,7 @@ def dali_config(args, device: torch.device):
     from hydra import compose, initialize_config_dir
 
     from rn50.config_dir import config_dir
+    from rn50.launch import set_num_classes
     from rn50.schema import validate
 
     overrides = ["data=dali", f"data.root={args.data_root}", f"data.batch_size={args.batch_size}",
@@ -271,7 +277,9 @@ def dali_config(args, device: torch.device):
     if args.precision == "amp_static":
         overrides.append(f"precision.loss_scale={args.loss_scale}")
     with initialize_config_dir(config_dir=config_dir(), version_base=None):
-        return validate(compose("config", overrides=overrides))
+        cfg = validate(compose("config", overrides=overrides))
+    set_num_classes(cfg)
+    return cfg
 
 
 def dali_batches(cfg, device: torch.device, rank: int, world: int) -> Iterator:

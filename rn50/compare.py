@@ -134,13 +134,13 @@ def points(runs: list, side: str, spec: str, keys: frozenset) -> Dict[str, Point
 
 
 def proof_cell(runs: list) -> str:
-    """'6.94 -> 0.0021, 0 skipped' for the run whose loss ended highest; 'not recorded' for runs
-    logged before rn50 proved that runs trained."""
+    """'6.94 -> 0.0021, 0 skipped': the loss of the run whose loss ended highest, and the most steps
+    any run skipped in its window; 'not recorded' for runs logged before rn50 proved that runs trained."""
     proven = [r.data.metrics for r in runs if "train/loss_last" in r.data.metrics]
     if not proven:
         return "not recorded"
     worst = max(proven, key=lambda m: m["train/loss_last"])
-    skipped = int(worst.get("train/skipped_steps_window", 0))
+    skipped = int(max(m.get("train/skipped_steps_window", 0) for m in proven))
     return (f"{report.cell('loss_first', worst['train/loss_first'])} -> "
             f"{report.cell('loss_last', worst['train/loss_last'])}, "
             f"{skipped} skipped")

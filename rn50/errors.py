@@ -49,15 +49,15 @@ class Requeued(SystemExit):
 OOM_SIGNS = ("outofmemoryerror", "out of memory", "can't allocate memory", "cannot allocate memory")
 
 
-DIVERGED_SIGN = "training diverged"  # rn50/trained.py's and rn50/training.py's one line
-
-
 def failure_kind(message: str) -> str:
-    """oom for CUDA's and the CPU allocator's out-of-memory errors, diverged for a run whose loss
-    stopped being finite, else error."""
+    """oom for CUDA's and the CPU allocator's out-of-memory errors; diverged and stalled for a run
+    that did not train (rn50/trained.py's lines, and rn50/training.py's); else error."""
+    from rn50 import trained
+
     text = message.lower()
-    if DIVERGED_SIGN in text:
-        return "diverged"
+    for kind in (trained.DIVERGED, trained.STALLED):
+        if f"training {kind}" in text:
+            return kind
     return "oom" if any(sign in text for sign in OOM_SIGNS) else "error"
 
 

@@ -61,6 +61,9 @@ def _field(rng, w, h, cell):
     return np.asarray(Image.fromarray(grid).resize((w, h), Image.BICUBIC, box=box))
 
 
+MAX_LEARNABLE = 24  # classes 15 degrees apart on the colour circle at the least
+
+
 def class_hue(label: int, classes: int) -> tuple:
     """The (Cb, Cr) offsets of a learnable tree's class: its own point on the colour circle."""
     angle = 2 * np.pi * label / classes
@@ -120,6 +123,9 @@ def make(out: Path, classes: int, train_per_class: int, val_per_class: int,
                                ("--seed", seed, 0)):
         if value < least:
             raise ValueError(f"{name} must be >= {least}, got {value}")
+    if learnable and classes > MAX_LEARNABLE:
+        raise ValueError(f"--learnable gives each class its own colour, {MAX_LEARNABLE} at most (closer hues blur "
+                         f"in JPEG's chroma); use --classes {MAX_LEARNABLE} or fewer, got {classes}")
     if not 1 <= quality <= 100:
         raise ValueError(f"--quality must be between 1 and 100, got {quality}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -156,7 +162,8 @@ def main(argv=None):
     parser.add_argument("--quality", type=int, default=QUALITY, metavar="Q",
                         help=f"JPEG quality (default: {QUALITY})")
     parser.add_argument("--learnable", action="store_true",
-                        help="give each class a colour of its own, so that train=accuracy can learn the classes")
+                        help="give each class a colour of its own, so that train=accuracy can learn the classes "
+                             f"(--classes {MAX_LEARNABLE} at most)")
     args = parser.parse_args(argv)
     try:
         s = make(args.out, args.classes, args.train_per_class, args.val_per_class,

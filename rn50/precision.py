@@ -18,6 +18,11 @@ from typing import Any, Optional
 from omegaconf import DictConfig
 
 from rn50 import components
+from rn50.errors import ConfigError
+
+
+FP16_MAX = 65504.0
+"""The largest finite fp16 value."""
 
 
 def of(cfg: DictConfig) -> "Precision":
@@ -89,6 +94,9 @@ class AmpStatic(Amp):
         from rn50.schema import _positive
 
         _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
+        if cfg.precision.loss_scale > FP16_MAX:  # every scaled fp16 gradient would overflow: no step is taken
+            raise ConfigError(f"precision.loss_scale={cfg.precision.loss_scale:g} is out of range: above fp16's largest "
+                              f"value ({FP16_MAX:g}) every step overflows and is skipped; use e.g. 1024")
 
     def scaler(self, device_type: str):
         from rn50.scalers import StaticGradScaler

@@ -1,13 +1,19 @@
 """train=accuracy's LightningModule: the ResNet trained with the recipe's loss, optimizer and
 learning-rate schedule, and evaluated on the validation set for top-1 and top-5."""
 
-from typing import Dict, Optional
+from typing import Dict, NamedTuple, Optional
 
 import torch
 from torch import nn
 
 from rn50 import accuracy, optimizers, schedule
 from rn50.model import ResNetModule
+
+
+class EpochLoss(NamedTuple):
+    mean: float
+    nonfinite_steps: int
+    healthy: bool
 
 
 class AccuracyModule(ResNetModule):
@@ -21,20 +27,31 @@ class AccuracyModule(ResNetModule):
         self.train_cfg, self.global_batch, self.steps_per_epoch = train_cfg, global_batch, steps_per_epoch
         self.criterion = nn.CrossEntropyLoss(label_smoothing=train_cfg.label_smoothing)
         self._loss_sum: Optional[torch.Tensor] = None
+        self._last_loss: Optional[torch.Tensor] = None
         self._counts: Optional[torch.Tensor] = None
         self.evaluation: Optional[Dict[str, float]] = None
 
     def training_step(self, batch, batch_idx):
         loss = super().training_step(batch, batch_idx)
-        step = torch.stack([loss.detach().double(), torch.ones((), dtype=torch.float64, device=loss.device)])
+        value = loss.detach().double()
+        finite = torch.isfinite(value)
+        # The sum of the finite losses, their count, and the others' count: an overflowing step
+        # that the scaler skips is counted, not averaged into NaN.
+        step = torch.stack([torch.where(finite, value, torch.zeros_like(value)), finite.double(), (~finite).double()])
         self._loss_sum = step if self._loss_sum is None else self._loss_sum + step
+        self._last_loss = value
         return loss
 
-    def epoch_loss(self) -> float:
-        """The mean training loss of the epoch over every rank's steps; starts the next sum."""
-        total = self.trainer.strategy.reduce(self._loss_sum, reduce_op="sum")
+    def epoch_loss(self) -> EpochLoss:
+        """The epoch's mean finite training loss over every rank's steps, how many steps' losses
+        were not finite, and whether it ended trained: its last loss and every weight finite on
+        every rank. Starts the next sum; one wait for the device, at the epoch's end."""
+        healthy = torch.isfinite(self._last_loss) & torch.stack([torch.isfinite(p).all() for p in self.parameters()]).all()
+        total = self.trainer.strategy.reduce(torch.cat([self._loss_sum, (~healthy).double().reshape(1)]),
+                                             reduce_op="sum").tolist()
         self._loss_sum = None
-        return (total[0] / total[1]).item()
+        mean = total[0] / total[1] if total[1] else float("nan")
+        return EpochLoss(mean, int(total[2]), healthy=total[3] == 0 and total[1] > 0)
 
     def on_validation_epoch_start(self):
         self._counts = None

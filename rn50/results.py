@@ -7,6 +7,7 @@ run calls it: the launcher for cluster=local, rank 0 under torchrun and SLURM.
 
 import csv
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,14 +80,15 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> Ru
     run whose loss stopped being finite carries no images/sec, MFU or energy figure at all."""
     zero = ranks[0]
     world, batch = len(ranks), zero.batch_size
-    diverged = trained.diverged_line([r.losses for r in ranks])
-    metrics = {} if diverged else figures(cfg, ranks)
-    metrics.update(trained.proof_metrics(zero.losses, zero.skipped, zero.loss_scale, cfg.bench.warmup_steps,
-                                         cfg.bench.steps * cfg.bench.repeats))
+    warmup, measured = cfg.bench.warmup_steps, cfg.bench.steps * cfg.bench.repeats
+    proof = trained.proof_metrics(zero.losses, zero.skipped, zero.loss_scale, warmup, measured)
+    failure = trained.diverged_line([r.losses for r in ranks], warmup + measured) or trained.stalled_line(proof,
+                                                                                                         measured)
+    metrics = {} if failure else {**figures(cfg, ranks), **zero.metrics}  # zero.metrics: profilers', batch search's
+    metrics.update(proof)
     metrics["time/startup_s"] = zero.first_step_at - started_at
     metrics["time/warmup_s"] = max(r.warmup_s for r in ranks)
     metrics["time/wall_s"] = now - started_at
-    metrics.update(zero.metrics)
 
     hosts = sorted({r.hostname for r in ranks})
     tags = dict(zero.env_tags)
@@ -97,6 +99,7 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> Ru
         hostnames=",".join(hosts),
         node_hostnames=",".join(f"{n}:{h}" for n, h in sorted({(r.node_rank, r.hostname) for r in ranks})),
         dist=dist_name(cfg),
+        **{trained.PROOF_TAG: "1"},
     )
     sources = sorted({r.energy_source for r in ranks if r.energy_source})
     if sources:
@@ -104,12 +107,22 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> Ru
     if cfg.profiler.name != "none":
         tags["profiled"] = cfg.profiler.name  # sweep reports keep it out of the speedup reference
     series = {"train/loss": zero.losses}
-    if not diverged:
+    if not failure:
         windows = timing.slowest([r.windows for r in ranks])
         series["throughput/images_per_sec_window"] = timing.window_images_per_sec(windows, batch, world)
-    failure = f"{diverged} with optim.lr={cfg.optim.lr}; a run that does not train has no figure: lower optim.lr" \
-        if diverged else None
-    return RunRecord(metrics, tags, series, list(zero.files), failure)
+    return RunRecord(metrics, tags, series, list(zero.files), failure and did_not_train(cfg, failure))
+
+
+def did_not_train(cfg, line: str) -> str:
+    """The one line of a run that did not train, with what would work."""
+    if line.startswith("training stalled"):
+        fix = ("use a lower precision.loss_scale, or precision=amp (dynamic scaling)"
+               if cfg.precision.name == "amp_static" else
+               f"give it more bench.warmup_steps ({cfg.bench.warmup_steps} now): a dynamic loss scale starts at "
+               "65536 and halves at each overflowing step")
+    else:
+        fix = f"lower optim.lr (it was {cfg.optim.lr:g})"
+    return f"{line}; a run that does not train has no figure: {fix}"
 
 
 def figures(cfg, ranks: List[RankResult]) -> Dict[str, float]:
@@ -144,7 +157,7 @@ def summarize_training(cfg, ranks: List[RankResult], started_at: float, now: flo
     metrics = {**zero.metrics, "time/wall_s": now - started_at}
     tags = {**zero.env_tags, "world_size": str(cfg.dist.nodes * cfg.dist.gpus_per_node),
             "nodes": str(cfg.dist.nodes), "dist": dist_name(cfg),
-            "target_reached": str("time/to_target_s" in metrics).lower()}
+            "target_reached": str("time/to_target_s" in metrics).lower(), trained.PROOF_TAG: "1"}
     return RunRecord(metrics, tags, dict(zero.series), list(zero.files))
 
 
@@ -156,12 +169,17 @@ def training_headline(name: str, metrics: Dict[str, Any]) -> str:
     return text + (f", target reached after {to_target:.1f} s" if to_target is not None else ", target not reached")
 
 
+def finite_or_none(metrics: Dict[str, Any]) -> Dict[str, Any]:
+    """JSON has no NaN: a diverged run's losses go into summary.json as null."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
+
+
 def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: str, cfg) -> List[str]:
     """step_times.csv, ranks.csv, gpu_telemetry.csv and summary.json in `out`; their paths.
     train=accuracy: summary.json and epochs.jsonl (rn50/training.py writes it)."""
     if cfg.train.name == TrainName.accuracy:
         summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name,
-                   "batch_size": ranks[0].batch_size, **record.metrics, "target_reached": record.tags["target_reached"]}
+                   "batch_size": ranks[0].batch_size, **finite_or_none(record.metrics), "target_reached": record.tags["target_reached"]}
         (out / "summary.json").write_text(json.dumps(summary) + "\n")
         return [str(out / "summary.json")] + [str(p) for p in [out / "epochs.jsonl"] if p.is_file()]
     files = [out / "step_times.csv", out / "ranks.csv"]
@@ -172,7 +190,7 @@ def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: s
         files.append(out / "gpu_telemetry.csv")
         nvml.write_csv(files[-1], gpu_samples)
     summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name,
-               "batch_size": ranks[0].batch_size, **record.metrics}
+               "batch_size": ranks[0].batch_size, **finite_or_none(record.metrics)}
     files.append(out / "summary.json")
     files[-1].write_text(json.dumps(summary) + "\n")
     return [str(f) for f in files] + sorted(str(f) for f in out.glob("*profiler*.txt")) + record.files

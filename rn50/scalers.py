@@ -6,9 +6,12 @@ no kernel and no host sync per step. Whoever proves the run trained reads them o
 host waits for the device anyway (the end of a run, of an epoch), with `take_skipped`.
 """
 
-from typing import List
+import logging
+from typing import List, Optional
 
 import torch
+
+log = logging.getLogger("rn50")
 
 
 class GradScaler(torch.amp.GradScaler):
@@ -39,3 +42,19 @@ class StaticGradScaler(GradScaler):
 
     def update(self, new_scale=None) -> None:
         super().update(self._init_scale)
+
+
+def read(scaler, steps: Optional[int] = None) -> dict:
+    """What proves a run's steps: skipped (1.0 per step the scaler skipped since the last read, in
+    order; [] without a scaler, so none was; None where the scaler does not say) and loss_scale
+    (its scale now, or None). steps: how many steps ran since the last read; a scaler that kept
+    another count (a torch whose GradScaler changed inside) says nothing rather than 0.
+    Reading waits for the device: call it where the host waits anyway."""
+    if scaler is None:
+        return {"skipped": [], "loss_scale": None}
+    skipped = scaler.take_skipped() if hasattr(scaler, "take_skipped") else None  # a user's own scaler
+    if skipped is not None and steps is not None and len(skipped) != steps:
+        log.warning("the loss scaler kept %d skip flags for %d steps: skipped steps are not reported", len(skipped),
+                    steps)
+        skipped = None
+    return {"skipped": skipped, "loss_scale": float(scaler.get_scale())}

@@ -311,7 +311,7 @@ class BenchConfig:
 class OptimConfig:
     name: OptimName = OptimName.sgd
     """sgd: SGD with momentum; lars: SGD with layer-wise adaptive rate scaling, for global
-    batches of several thousand images (train=accuracy; rn50/lars.py)."""
+    batches of several thousand images (rn50/optimizers.py)."""
     lr: float = 0.1
     """Learning rate. train=accuracy: per 256 images of the global batch, scaled linearly
     (0.256 gives 1.024 at a global batch of 1024); train=throughput uses it as it is."""

@@ -9,7 +9,7 @@ from typing import List, Optional
 import pytorch_lightning as pl
 import torch
 
-from rn50 import nvml
+from rn50 import nvml, scalers
 from rn50.results import RankResult, usable_cores
 from rn50.timing import DeviceClock, WindowTimer
 
@@ -94,10 +94,6 @@ class ThroughputCallback(pl.Callback):
     def _training_proof(self, trainer) -> dict:
         """Every step's loss, the scaler's skipped steps and its final scale, read now that the
         device is done (one wait, outside the windows)."""
-        scaler = getattr(trainer.precision_plugin, "scaler", None)
         losses = torch.stack([loss.detach() for loss in self._losses]).float().tolist()
         self._losses = []
-        if scaler is None:
-            return dict(losses=losses, skipped=[], loss_scale=None)
-        skipped = scaler.take_skipped() if hasattr(scaler, "take_skipped") else None  # a user's own scaler
-        return dict(losses=losses, skipped=skipped, loss_scale=float(scaler.get_scale()))
+        return dict(losses=losses, **scalers.read(getattr(trainer.precision_plugin, "scaler", None), len(losses)))

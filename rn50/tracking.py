@@ -491,6 +491,14 @@ def continue_run(uri: str, run_id: str, tags: Mapping[str, str]) -> None:
     mark_running(client, run_id, {**tags, "resumed": "true"})
 
 
+def done_before(run) -> bool:
+    """A sweep point that need not run again: FINISHED, and recorded by an rn50 that proves its
+    runs trained. A point from before ran under the same hash, but its amp runs never trained."""
+    from rn50.trained import PROOF_TAG
+
+    return run is not None and run.info.status == "FINISHED" and PROOF_TAG in run.data.tags
+
+
 def earlier_point(uri: str, parent_run_id: str, config_hash: str):
     """The latest child of the sweep with this config hash, or None."""
     from mlflow.tracking import MlflowClient

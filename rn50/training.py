@@ -6,7 +6,6 @@ series and the launcher logs them (rn50/results.py, rn50/tracking.py).
 """
 
 import json
-import math
 import os
 import socket
 import time
@@ -17,7 +16,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from rn50 import data, environment, optimizers, precision, resume
+from rn50 import data, environment, optimizers, precision, resume, scalers
 from rn50.errors import Requeued
 from rn50.progress import EpochProgress
 from rn50.recipe import AccuracyModule
@@ -113,13 +112,15 @@ class EpochRecord(pl.Callback):
     def on_train_epoch_end(self, trainer, pl_module):
         loss = pl_module.epoch_loss()
         epoch = trainer.current_epoch + 1
-        if not math.isfinite(loss):  # before ModelCheckpoint (Lightning runs it last): the good one stays
-            kept = f"the last good checkpoint (epoch {epoch - 1}) is kept in {resume.CHECKPOINT_DIR}/" if epoch > 1 \
-                else "no checkpoint was written"
-            raise Diverged(f"training diverged at epoch {epoch}: mean loss {loss}; {kept}; lower optim.lr")
+        if not loss.healthy:  # before ModelCheckpoint (Lightning runs it last): the good one stays
+            kept = (f"the last good checkpoint (epoch {epoch - 1}) stays in {self.out / resume.CHECKPOINT_DIR / resume.LAST}"
+                    if epoch > 1 else "no checkpoint was written")
+            raise Diverged(f"training diverged at epoch {epoch}: its last loss or its weights are not finite "
+                           f"(mean of the finite losses {loss.mean:.4g}); {kept}; start a new run with a lower optim.lr")
         now = self._now(pl_module)
         train_s = (self._train_end or now) - self._started
-        row = {"epoch": epoch, "train/loss": loss, **scaler_figures(trainer),
+        row = {"epoch": epoch, "train/loss": loss.mean, "train/nonfinite_steps": float(loss.nonfinite_steps),
+               **scaler_figures(trainer),
                "train/images_per_sec": trainer.num_training_batches * self.global_batch / train_s,
                "time/epoch_s": now - self._started, "time/eval_s": now - self._train_end if self._train_end else 0.0,
                "time/elapsed_s": self.wall_s + now - self._started}
@@ -144,7 +145,7 @@ class EpochRecord(pl.Callback):
 
     def series(self) -> Dict[str, List[tuple]]:
         """Each per-epoch metric as (epoch, value) pairs; val/* only for the epochs evaluated."""
-        keys = ("train/loss", "train/skipped_steps", "train/loss_scale", "train/images_per_sec", "time/epoch_s", "time/eval_s", "time/checkpoint_s",
+        keys = ("train/loss", "train/nonfinite_steps", "train/skipped_steps", "train/loss_scale", "train/images_per_sec", "time/epoch_s", "time/eval_s", "time/checkpoint_s",
                 "time/elapsed_s", "val/top1", "val/top5")
         return {k: [(int(r["epoch"]), r[k]) for r in self.history if k in r] for k in keys}
 
@@ -156,12 +157,10 @@ class Diverged(RuntimeError):
 def scaler_figures(trainer) -> Dict[str, float]:
     """The epoch's steps the loss scaler skipped and its scale at the epoch's end; none without a
     scaler. Read at the epoch's end, where the host waits for the device anyway."""
-    scaler = getattr(trainer.precision_plugin, "scaler", None)
-    if scaler is None:
-        return {}
-    figures = {"train/loss_scale": float(scaler.get_scale())}
-    if hasattr(scaler, "take_skipped"):  # rn50's scalers; a user's own may not count
-        figures["train/skipped_steps"] = float(sum(scaler.take_skipped()))
+    read = scalers.read(getattr(trainer.precision_plugin, "scaler", None))
+    figures = {} if read["loss_scale"] is None else {"train/loss_scale": read["loss_scale"]}
+    if read["skipped"] is not None:
+        figures["train/skipped_steps"] = float(sum(read["skipped"]))
     return figures
 
 

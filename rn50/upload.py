@@ -18,8 +18,8 @@ import uuid
 from pathlib import Path
 from typing import Iterable, List, Mapping, Optional
 
-from rn50 import console, tracking, trained
-from rn50.errors import Rn50Error, reported
+from rn50 import console, tracking
+from rn50.errors import Rn50Error, failure_kind, reported
 
 RESULT_FILE = "result.json"
 RESULT_TAG = "rn50.result_id"
@@ -125,7 +125,7 @@ def upload(path: Path, uri: Optional[str] = None) -> str:
                 client.delete_tag(run_id, key)
     tracking.log_params(client, run_id, result["params"], params)
     log(result, path.parent, uri, run_id)
-    tags = {"failure": trained.DIVERGED, "error": failure} if failure else {}
+    tags = {"failure": failure_kind(failure), "error": failure} if failure else {}
     tracking.end_run(uri, run_id, ok=not failure, tags=tags, end_time_ms=result["end_time_ms"])
     return f"{path}: logged as run {run_id} in {uri}"
 

@@ -19,9 +19,12 @@ from slurm_cluster import slurm_cluster, slurm_two_nodes  # noqa: F401,E402  SLU
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
-# A run small enough for a 2-core CPU: seconds, not minutes.
+# A run small enough for a 2-core CPU: seconds, not minutes. fp32: fp16 autocast is many times
+# slower on CPUs, and amp's dynamic scale (65,536 at first) skips a fresh network's first steps,
+# so a 3-step amp run never trains and fails as stalled (rn50/trained.py).
 TINY = [
     "dist.accelerator=cpu",
+    "precision=fp32",
     "model=resnet18",
     "data.image_size=32",
     "data.batch_size=4",

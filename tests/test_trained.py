@@ -4,6 +4,7 @@ nothing, every run records the proof, and a run that diverges fails."""
 import copy
 import json
 import math
+import re
 
 import pytest
 import pytorch_lightning as pl
@@ -105,18 +106,31 @@ def test_a_skipped_step_changes_nothing_and_the_next_step_is_the_plain_one(which
     assert any(not torch.equal(before["weights"][n], after[n]) for n in after)
 
 
-def test_zero_momentum_is_the_first_steps_arithmetic():
+@pytest.mark.parametrize("fused", [False, True])
+def test_zero_momentum_is_the_first_steps_arithmetic(fused):
     """rn50's SGD starts from zero buffers; torch's makes them on the first step. Same weights."""
     weights = []
     for cls in (optimizers.SGD, torch.optim.SGD):
         net = network("cpu")
-        opt = cls(net.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+        opt = cls(net.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4, fused=fused)
         for _ in range(3):
             opt.zero_grad()
             backward(net, None, 1.0, "cpu")
             opt.step()
         weights.append(net.state_dict())
     assert_same(*weights)
+
+
+@pytest.mark.parametrize("which", OPTIMIZERS)
+def test_a_checkpoint_without_momentum_loads_with_zero_buffers(which):
+    """A state saved before any step (or by an rn50 from before zero buffers) has none: loading it
+    must not bring back torch's first step, which a skip leaves uninitialized."""
+    net = network("cpu")
+    optimizer = optimizer_for(net, which)
+    optimizer.load_state_dict({"state": {}, "param_groups": optimizer.state_dict()["param_groups"]})
+    buffers = [optimizer.state[p]["momentum_buffer"] for p in net.parameters()]
+    assert all(torch.equal(b, torch.zeros_like(b)) for b in buffers)
+    assert all(b.stride() == p.stride() for b, p in zip(buffers, net.parameters()))  # channels_last kept
 
 
 def test_the_proof_from_each_steps_loss():
@@ -132,12 +146,36 @@ def test_the_proof_from_each_steps_loss():
     flat = trained.proof_metrics([7.0, 7.0, 7.0], [], None, warmup=1, measured=2)
     assert flat["train/skipped_steps"] == 0.0 and "train/loss_scale" not in flat and flat["train/loss_fell"] == 0.0
     assert "did not fall" in trained.warnings(flat, fixed_batch=True)[0]
+    assert "check that this run trains" in trained.warnings(flat, fixed_batch=True)[0]
+    climbed = trained.proof_metrics([7.0, 9.0, 8.0, 9.5], [], None, warmup=1, measured=3)  # lr 0.1's early climb
+    assert "though it fell" not in trained.warnings(climbed, fixed_batch=True)[0]
+    bounced = trained.proof_metrics([7.0, 0.1, 0.05, 0.3], [], None, warmup=2, measured=2)  # learned, then noise
+    assert "though it fell from 7 at step 1" in trained.warnings(bounced, fixed_batch=True)[0]
     assert trained.warnings(flat, fixed_batch=False) == []  # real data: new batches, no promise
     assert "train/skipped_steps" not in trained.proof_metrics(losses, None, 2.0, warmup=2, measured=4)
-    assert trained.diverged_line([[7.0, 5.0, 3.0]]) is None
-    assert trained.diverged_line([[7.0, float("nan"), float("nan")]]) == "training diverged: loss nan at step 2"
-    assert trained.diverged_line([[7.0, 6.0, float("inf")], [7.0, float("nan"), 1.0]]) == \
-        "training diverged: loss nan at step 2 on rank 1"
+    nan, inf = float("nan"), float("inf")
+    assert trained.diverged_line([[7.0, 5.0, 3.0]], end=3) is None
+    assert trained.diverged_line([[7.0, nan, nan]], end=3) == "training diverged: loss nan at step 2"
+    # One overflowing step the scaler skipped, and the run got over it: counted, not failed.
+    assert trained.diverged_line([[7.0, inf, 5.0]], end=3) is None
+    assert trained.proof_metrics([7.0, inf, 5.0], [0.0, 1.0, 0.0], 2.0, 1, 2)["train/nonfinite_steps"] == 1.0
+    assert trained.diverged_line([[7.0, 6.0, 5.0, inf], [7.0, 4.0, nan, nan]], end=4) == \
+        "training diverged: loss nan at step 3 on rank 1"
+    assert trained.diverged_line([[7.0, 6.0, nan, 1.0]], end=3) == "training diverged: loss nan at step 3"
+    stalled = trained.proof_metrics([7.0, 7.0, 7.0], [1.0, 1.0, 1.0], 1e30, warmup=1, measured=2)
+    assert trained.stalled_line(stalled, measured=2).startswith("training stalled: the loss scaler skipped all 2")
+    assert trained.stalled_line(m, measured=4) is None
+
+
+def test_scalers_and_optimizers_that_cannot_train_are_refused_at_compose_time(compose_cfg):
+    from rn50.errors import ConfigError
+    from rn50.schema import validate
+
+    with pytest.raises(ConfigError, match=r"^precision\.loss_scale=100000 is out of range: above fp16's largest value "
+                                          r"\(65504\) every step overflows and is skipped; use e\.g\. 1024$"):
+        validate(compose_cfg(["precision=amp_static", "precision.loss_scale=100000"]))
+    with pytest.raises(ConfigError, match=r"^optim\.fused=true: LARS has no fused kernel .*use optim\.fused=null"):
+        validate(compose_cfg(["optim.name=lars", "optim.fused=true"]))
 
 
 def test_a_tiny_run_records_the_proof_and_its_loss_falls(tmp_path):
@@ -154,22 +192,32 @@ def test_a_tiny_run_records_the_proof_and_its_loss_falls(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_amp_run_counts_the_steps_its_scaler_skipped(tmp_path):
-    # 65536, the dynamic scaler's first scale, overflows a fresh network's fp16 gradients.
-    done = rn50(tmp_path, *TINY, "precision=amp", "optim.fused=true", "bench.warmup_steps=1", "bench.steps=2")
+def test_an_amp_run_counts_the_steps_its_scaler_skipped_and_fails_if_it_skipped_every_measured_one(tmp_path):
+    # 65536, the dynamic scaler's first scale, overflows a fresh network's fp16 gradients a few times.
+    done = rn50(tmp_path, *TINY, "precision=amp", "optim.fused=true", "bench.warmup_steps=8", "bench.steps=2",
+                "hydra.run.dir=trained")
     assert done.returncode == 0, done.stderr[-3000:]
     m = runs_in(tmp_path)[0].data.metrics
     assert m["train/skipped_steps"] >= 1 and 0 < m["train/loss_scale"] < 65536
-    assert m["train/skipped_steps_window"] == m["train/skipped_steps"] - 1  # the warm-up's one step was skipped
-    assert "skipped by the loss scaler" in done.stdout + done.stderr
+    assert m["train/skipped_steps_window"] < 2  # it trained while it was timed
+    stalled = rn50(tmp_path, *TINY, "precision=amp", "bench.warmup_steps=1", "bench.steps=2", "hydra.run.dir=stalled")
+    assert stalled.returncode == 1
+    errors = [line for line in stalled.stderr.splitlines() if "error" in line.lower()]
+    assert errors == [errors[0]] and errors[0].startswith(
+        "rn50: error: training stalled: the loss scaler skipped all 2 measured steps"), errors
+    assert "give it more bench.warmup_steps (1 now)" in errors[0]
+    run = next(r for r in runs_in(tmp_path) if r.data.tags["output_dir"].endswith("stalled"))
+    assert run.info.status == "FAILED" and run.data.tags["failure"] == "stalled"
+    assert "throughput/images_per_sec" not in run.data.metrics and run.data.metrics["train/skipped_steps_window"] == 2
 
 
 def test_a_run_that_diverges_fails_with_one_line_and_no_figure(tmp_path):
     done = rn50(tmp_path, *TINY, "precision=fp32", "optim.lr=1e12", "bench.warmup_steps=2", "bench.steps=3")
     assert done.returncode == 1
     errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
-    assert len(errors) == 1 and errors[0].startswith("rn50: error: training diverged: loss nan at step "), errors
-    assert "optim.lr=1000000000000.0" in errors[0] and "lower optim.lr" in errors[0]
+    assert len(errors) == 1, errors
+    assert re.match(r"rn50: error: training diverged: loss (nan|inf) at step \d+; .*lower optim\.lr \(it was 1e\+12\)",
+                    errors[0]), errors
     (run,) = runs_in(tmp_path)
     assert run.info.status == "FAILED" and run.data.tags["failure"] == "diverged"
     assert run.data.tags["error"].startswith("training diverged")
@@ -195,9 +243,13 @@ class Exploding(pl.LightningModule):
         self.losses.append(loss.detach())
         return loss
 
-    def epoch_loss(self) -> float:
-        loss, self.losses = torch.stack(self.losses).mean().item(), []
-        return loss
+    def epoch_loss(self):
+        from rn50.recipe import EpochLoss
+
+        losses, self.losses = torch.stack(self.losses), []
+        finite = losses.isfinite()
+        healthy = bool(finite[-1]) and all(p.isfinite().all() for p in self.parameters())
+        return EpochLoss(losses[finite].mean().item() if finite.any() else float("nan"), int((~finite).sum()), healthy)
 
     def configure_optimizers(self):
         return optimizers.SGD(self.parameters(), lr=0.1, momentum=0.9)
@@ -212,8 +264,9 @@ def test_an_accuracy_run_that_diverges_keeps_its_last_good_checkpoint(tmp_path):
                                   enable_version_counter=False)
     trainer = pl.Trainer(max_epochs=3, accelerator="cpu", callbacks=[record, checkpoints], logger=False,
                          enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0)
-    with pytest.raises(Diverged, match=r"training diverged at epoch 2: mean loss nan; the last good checkpoint "
-                                       r"\(epoch 1\) is kept in checkpoints/; lower optim.lr"):
+    with pytest.raises(Diverged, match=r"training diverged at epoch 2: its last loss or its weights are not finite .*; "
+                                       r"the last good checkpoint \(epoch 1\) stays in .*checkpoints/last\.ckpt; "
+                                       r"start a new run with a lower optim\.lr"):
         trainer.fit(Exploding())
     assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)["epoch"] == 0
     assert [row["epoch"] for row in record.history] == [1]

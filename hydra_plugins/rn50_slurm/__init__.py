@@ -71,7 +71,7 @@ class SlurmLauncher(SubmititSlurmLauncher):
         if not (parent and cfg.sweep.resume):
             return None
         earlier = tracking.earlier_point(cfg.mlflow.tracking_uri, parent, config_hash)
-        if earlier is None or earlier.info.status != "FINISHED":
+        if not tracking.done_before(earlier):
             return None
         log.info("%s: finished before as run %s, not submitted again", schema.run_name(cfg), earlier.info.run_id)
         return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED,
