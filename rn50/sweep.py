@@ -86,9 +86,11 @@ class SweepCallback(Callback):
         except Exception:  # the job raised: Hydra keeps the error as its return value
             summary = {}
         summary.setdefault("failure", "see the error above")
-        summary.setdefault("batch_size", config.data.batch_size)
-        summary.update(arch=config.model.arch.value, precision=config.precision.name,
-                       dist=f"{config.dist.nodes}n{config.dist.gpus_per_node}g")
+        # A point's own return says what it ran (the CPU profile changes the keys); one that failed
+        # before returning is described by its config as composed.
+        composed = dict(arch=config.model.arch.value, precision=config.precision.name, batch_size=config.data.batch_size,
+                        dist=f"{config.dist.nodes}n{config.dist.gpus_per_node}g")
+        summary = {**composed, **summary}
         print(meter.point_line(config.hydra.job.num + 1, self.total, summary), file=sys.stderr)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:

@@ -102,6 +102,8 @@ def test_point_line():
     assert point_line(1, 2, small) == "[1/2] resnet18 amp 1n2g bs256: 2.4 images/sec"
     failed = {"arch": "resnet50", "precision": "bf16", "dist": "1n8g", "batch_size": 512, "failure": "oom"}
     assert point_line(12, 12, failed) == "[12/12] resnet50 bf16 1n8g bs512: failed (oom)"
+    cpu = {**small, "precision": "fp32", "dist": "1n1g", "batch_size": 8, "accelerator": "cpu"}
+    assert point_line(1, 2, cpu) == "[1/2] resnet18 fp32 1n1g bs8 cpu: 2.4 images/sec"
 
 
 def test_sweep_size_counts_the_basic_sweepers_jobs():
