@@ -25,11 +25,12 @@ from rn50.schema import Accelerator, Device, dist_name
 log = logging.getLogger(__name__)
 
 
-def resolve_accelerator(cfg: DictConfig, here: bool = True) -> Accelerator:
+def resolve_accelerator(cfg: DictConfig, here: bool = True, say: bool = True) -> Accelerator:
     """gpu or cpu, or a ConfigError saying which dist option would fit.
 
     here=False is for processes that will run on other hosts (a SLURM submission, printed
     torchrun commands): their GPUs cannot be counted from this one, so auto means gpu.
+    say=False leaves the CPU fallback's warning to the run itself (a sweep's first ranks).
     """
     name, per_node = dist_name(cfg), cfg.dist.gpus_per_node
     if cfg.dist.nodes > 1 and clusters.of(cfg).rank_env is None:
@@ -43,6 +44,8 @@ def resolve_accelerator(cfg: DictConfig, here: bool = True) -> Accelerator:
         return Accelerator.gpu
     gpus = nvml.visible_gpu_count()
     if gpus == 0 and falls_back(cfg):
+        if not say:
+            return Accelerator.cpu
         hint = "" if cfg.device == Device.cpu else "; device=cpu sizes the run for it (these settings take hours there)"
         log.warning("no GPU on this host: dist.accelerator=auto falls back to the CPU" + hint)
         return Accelerator.cpu

@@ -40,7 +40,7 @@ class Progress(pl.Callback):
         self.meter: Optional[Meter] = None
         self.phase = self.in_phase = 0
         self.measure_start = 0.0
-        self.enabled = True
+        self.enabled, self.begun = True, False
 
     def _start(self, phase: int) -> None:
         self.phase, self.in_phase = phase, 0
@@ -56,8 +56,15 @@ class Progress(pl.Callback):
         elapsed = self.clock() - self.measure_start
         return f"~{rate_text(self.in_phase * self.images_per_step / elapsed)}" if elapsed > 0 else ""
 
+    def setup(self, trainer, pl_module, stage) -> None:
+        """The warm-up's line starts with the fit: before the first step, Lightning wraps the model
+        for DDP and builds the data pipeline and fetches its first batch (DALI takes seconds)."""
+        self.on_train_start(trainer, pl_module)
+
     def on_train_start(self, trainer, pl_module) -> None:
-        self.enabled = trainer.is_global_zero
+        if self.begun:
+            return
+        self.begun, self.enabled = True, trainer.is_global_zero
         if self.enabled:
             self._start(0 if self.phases[0][1] else 1)
 

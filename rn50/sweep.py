@@ -33,7 +33,7 @@ def start_first_ranks(config: DictConfig) -> None:
             any(key == "dist" or key.startswith("dist.") for key in swept):
         return
     try:
-        device = resolve_accelerator(config).value
+        device = resolve_accelerator(config, say=False).value  # each point says what it runs on
     except ConfigError:  # each point says so itself
         return
     pool.pool_for(config.dist.gpus_per_node, device)
