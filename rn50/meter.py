@@ -55,6 +55,7 @@ class Meter:
         self.started = self.last = clock()
         self.done, self._drawn, self.note = 0, 0, ""
         self._first: Optional[tuple] = None  # (done, time) at the first update that counted any
+        self._last: Optional[tuple] = None  # (done, time) when the count last moved
         self.finished = False
         self._lock = threading.Lock()  # the heartbeat writes from its own thread
         self._stop = threading.Event()
@@ -66,9 +67,11 @@ class Meter:
 
     def update(self, done: int, note: str = "") -> None:
         """done of total so far; note is appended (e.g. the current images/sec)."""
+        if done != self.done:
+            self._last = (done, self.clock())
         self.done, self.note = done, note
         if self._first is None and done > 0:
-            self._first = (done, self.clock())
+            self._first = self._last
         if self.clock() - self.last >= self.interval_s:
             self._write(self._line(note))
 
@@ -99,9 +102,13 @@ class Meter:
         parts = [] if opening else [_duration(self.clock() - self.started), note]
         # The time left is paced by the items after the first: a run's first step autotunes
         # cuDNN and compiles, and would put minutes on a warm-up that takes seconds.
+        # Between items (a heartbeat's line) the clock runs down from the last item's end, to no
+        # less than the items after the one under way.
         if not final and self._first is not None and self._first[0] < self.done < self.total:
-            per_item = (self.clock() - self._first[1]) / (self.done - self._first[0])
-            parts.append(f"~{_duration(per_item * (self.total - self.done))} left")
+            (first, first_at), (last, last_at) = self._first, self._last
+            per_item, to_go = (last_at - first_at) / (last - first), self.total - self.done
+            left = max(per_item * to_go - (self.clock() - last_at), per_item * (to_go - 1))
+            parts.append(f"~{_duration(left)} left")
         if self.tty:
             filled = self.width * min(self.done, self.total) // max(self.total, 1)
             count = f"[{'#' * filled}{'.' * (self.width - filled)}] {count}"

@@ -141,6 +141,16 @@ def test_time_left_is_paced_by_the_steps_after_the_first():
                                                "rn50: warm-up 2/20 steps, 1 min 01 s, ~18 s left"]
 
 
+def test_time_left_runs_down_between_steps_to_no_less_than_the_steps_after_this_one():
+    clock, out = FakeClock(), io.StringIO()
+    meter = Meter("job", 20, stream=out, clock=clock, tty=False, interval_s=0.0)
+    for t, done in ((60, 1), (70, 2), (75, 2), (95, 2)):  # 10 s a step; the third takes long
+        clock.t = t
+        meter.update(done)
+    assert [line.rsplit(", ", 1)[-1] for line in out.getvalue().splitlines()[2:]] == [
+        "~3 min 00 s left", "~2 min 55 s left", "~2 min 50 s left"]
+
+
 def lines_once(out: io.StringIO, enough, sep: str = "\n") -> list:
     """out's lines (or a terminal's frames, sep="\r") once enough(them) holds. The deadline only
     bounds a hang: a busy machine may wake the heartbeat late."""
