@@ -21,10 +21,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import STARTED, clusters, console, launch, pool, results, resume, schema, tracking
+from rn50 import STARTED, clusters, console, launch, pipelines, pool, results, resume, schema, tracking, trained, upload
 from rn50.config_dir import config_dir
 from rn50.environment import git_commit
-from rn50.errors import ConfigError, Interrupted, reported
+from rn50.errors import ConfigError, Interrupted, RunFailed, reported
 from rn50.schema import TrainName
 from rn50.sweep import PARENT_ENV, URI_ENV
 
@@ -80,9 +80,10 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
 
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     (out / "resolved_config.yaml").write_text(config_yaml)
+    uri, kept = cfg.mlflow.tracking_uri, upload.result_file(out)
     with launch.started(cfg, config_yaml, out) as ranks_done:  # the ranks start while MLflow opens the run
-        tracking.check_reachable(cfg.mlflow.tracking_uri)  # the store itself: MLflow's import and schema
-        with tracking.record(cfg, name, tags, parent, continue_run_id=continued) as run_id:
+        tracking.check_reachable(uri)  # the store itself: MLflow's import and schema
+        with tracking.record(cfg, name, tags, parent, continue_run_id=continued, kept=kept) as run_id:
             training = cfg.train.name == TrainName.accuracy
             if training:  # what a later train.resume=true, or SLURM's requeue, goes on from
                 resume.remember(out, run_id, params)
@@ -91,8 +92,15 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
                 summarize = results.summarize_training if training else results.summarize
                 record = summarize(cfg, ranks, started, time.time())
                 files = results.write_files(record, ranks, out, run_id, cfg)
-                tracking.log_results(cfg.mlflow.tracking_uri, run_id, record.metrics, record.tags,
-                                     record.series, [str(out / "resolved_config.yaml"), *files])
+                logs = sorted(str(log) for log in out.glob("rank*.log"))  # what the ranks printed: warnings
+                result = upload.keep(kept, cfg, run_id, name, parent, params, {**tags, **record.tags}, record,
+                                     [str(out / "resolved_config.yaml"), *files, *logs], started)  # before any is logged
+            with tracking.logging_kept(uri, kept):  # a store that fails: one line naming the kept result
+                upload.log(result, out, uri, run_id)
+            if record.failure:  # logged with its proof, then the run fails: a figure counts only if it trained
+                raise RunFailed(record.failure, kind=trained.DIVERGED)
+            for warning in trained.warnings(record.metrics, fixed_batch=pipelines.of(cfg).fixed_batch):
+                log.warning(warning)
     return say_done(cfg, name, {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}, out, parent)
 
 
@@ -142,8 +150,24 @@ def run_tags(cfg: DictConfig, out: Path) -> dict:
     }
 
 
-def _sigterm(signum, frame):
-    raise Interrupted("SIGTERM")
+# The ways a launcher is told to stop: Ctrl-C, kill, a closed terminal (or an ended SSH session).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupted(signum, frame):
+    # The first stop signal stops the run; later ones (a closing terminal's shell sends SIGHUP to
+    # its jobs, and the kernel sends another when the shell ends) must not cut short its closing.
+    for other in STOP_SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def say(line: str) -> None:
+    """A last line on stderr, which a closed terminal no longer takes."""
+    try:
+        print(line, file=sys.stderr)
+    except OSError:
+        pass
 
 
 def main() -> None:
@@ -151,7 +175,8 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     console.quiet()
     if "RANK" not in os.environ and "SLURM_STEP_ID" not in os.environ:  # not a rank torchrun or srun started
-        signal.signal(signal.SIGTERM, _sigterm)  # a launcher's SIGTERM closes its run as KILLED
+        for signum in STOP_SIGNALS:  # each closes the launcher's run as KILLED and stops its ranks
+            signal.signal(signum, _interrupted)
     try:
         with reported():
             run()
@@ -161,16 +186,15 @@ def main() -> None:
         # A sweep stopped before its end (a job that does not compose, Ctrl-C) closes its parent run.
         parent = os.environ.pop(PARENT_ENV, None)
         if parent and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
-            tracking.end_run(os.environ[URI_ENV], parent, ok=False, killed=isinstance(exc, KeyboardInterrupt))
+            tracking.close_failed(os.environ[URI_ENV], parent, killed=isinstance(exc, KeyboardInterrupt))
         if isinstance(exc, KeyboardInterrupt):
             what = getattr(exc, "signal_name", "SIGINT")
             note = getattr(exc, "note", "") or "no run was open"
-            print(f"rn50: interrupted by {what}: {note}" + (f"; sweep {parent} marked KILLED" if parent else ""),
-                  file=sys.stderr)
-            sys.exit(128 + (signal.SIGTERM if what == "SIGTERM" else signal.SIGINT))
+            say(f"rn50: interrupted by {what}: {note}" + (f"; sweep {parent} marked KILLED" if parent else ""))
+            sys.exit(128 + signal.Signals[what])
         if isinstance(exc, OSError) and exc.filename:  # Hydra's output directory, say, on a read-only disk
-            print(f"rn50: error: cannot write {exc.filename}: {exc.strerror}; run from a writable "
-                  "directory or set hydra.run.dir=/a/writable/path", file=sys.stderr)
+            say(f"rn50: error: cannot write {exc.filename}: {exc.strerror}; run from a writable "
+                "directory or set hydra.run.dir=/a/writable/path")
             sys.exit(2)
         raise
 

@@ -4,7 +4,7 @@ No Lightning, Hydra or MLflow: the same torchvision network, channels_last,
 fused SGD, autocast and loss scaling, and the same synthetic device-resident
 batch, timed as rn50 times it (warm-up, then a window synced at its edges). On a GPU
 with an NVML energy counter it also reports images per joule over the windows.
-`build_train_step` and `bare_step` are the same step for other code (rn50/batch_search.py).
+`build_train_step` is the same step for other code (rn50/batch_search.py).
 With --data-root the batches come from rn50's DALI pipeline (data=dali) instead: the bare DALI
 loop, or with --decode-only the pipeline alone, with no training.
 
@@ -16,6 +16,7 @@ loop, or with --decode-only the pipeline alone, with no training.
 import argparse
 import contextlib
 import json
+import math
 import os
 import statistics
 import time
@@ -28,10 +29,11 @@ from torch import nn
 from rn50 import environment, nvml, pipelines
 from rn50.compilation import configure_inductor
 from rn50.errors import one_line
-from rn50.model import build_network, build_optimizer
+from rn50.model import build_network
+from rn50.optimizers import for_network
 from rn50.precision import set_math_mode
+from rn50.scalers import GradScaler, StaticGradScaler
 from rn50.schema import OptimConfig
-from rn50.static_scaler import StaticGradScaler
 
 # rn50's built-in precisions (conf/precision/), written out here: the bare loop shares no framework code.
 PRECISIONS = ["fp32", "tf32", "amp", "amp_static", "bf16"]
@@ -66,7 +68,8 @@ class TrainStep:
             images = images.contiguous(memory_format=torch.channels_last)
         return images, torch.randint(0, self.num_classes, (batch_size,), generator=gen).to(self.device)
 
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """One step; its loss, detached (reading it waits for the device)."""
         with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
             loss = self.criterion(self.model(images), labels)
         self.optimizer.zero_grad(set_to_none=True)
@@ -77,6 +80,7 @@ class TrainStep:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
+        return loss.detach()
 
 
 def build_train_step(arch: str, precision, device: torch.device, *, num_classes: int = 1000,
@@ -95,24 +99,17 @@ def build_train_step(arch: str, precision, device: torch.device, *, num_classes:
     if compile_mode is not None:
         model = torch.compile(model, mode=compile_mode)
     fused = device.type == "cuda" if fused is None else fused
-    optimizer = build_optimizer(net.parameters(), optim or OptimConfig(), fused=fused)
+    optimizer = for_network(net, optim or OptimConfig(), fused=fused)
     if not isinstance(precision, str):
         dtype = getattr(torch, precision.autocast) if precision.autocast else None
         scaler = precision.scaler(device.type)
     else:
         dtype, scaler = AUTOCAST.get(precision), None
         if precision == "amp":
-            scaler = torch.amp.GradScaler(device.type)
+            scaler = GradScaler(device.type)
         elif precision == "amp_static":
             scaler = StaticGradScaler(device.type, init_scale=loss_scale)
     return TrainStep(net, model, optimizer, scaler, dtype, device, channels_last, image_size, num_classes)
-
-
-def bare_step(batch_size: int, arch: str, precision: str, device: torch.device, **options) -> Callable[[], None]:
-    """The bare loop's step: build_train_step's step on one device-resident batch, as a closure."""
-    train = build_train_step(arch, precision, device, **options)
-    images, labels = train.batch(batch_size)
-    return lambda: train(images, labels)
 
 
 def main(argv=None) -> dict:
@@ -178,8 +175,11 @@ def main(argv=None) -> dict:
     options = dict(image_size=args.image_size, channels_last=args.channels_last,
                    compile_mode=args.compile_mode if args.compile else None, loss_scale=args.loss_scale,
                    ddp=world > 1)
-    if args.data_root is None:
-        step = bare_step(args.batch_size, args.arch, args.precision, device, **options)
+    train = None  # the step, where the loop trains (not --decode-only)
+    if args.data_root is None:  # one device-resident batch, as data=synthetic
+        train = build_train_step(args.arch, args.precision, device, **options)
+        images, labels = train.batch(args.batch_size)
+        step = lambda: train(images, labels)  # noqa: E731
     else:
         try:
             batches = dali_batches(cfg, device, int(os.environ.get("RANK", 0)), world)
@@ -196,20 +196,22 @@ def main(argv=None) -> dict:
             torch.cuda.synchronize()
 
     for _ in range(args.warmup_steps):
-        step()
+        loss = step()
     if args.cuda_graph:
         step = capture(step, device)
     energy = energy_counter(device)
-    rates, joules = [], []
+    rates, joules, edge_losses = [], [], []
     for _ in range(args.repeats):
         sync()
         mj0 = energy()  # at the synchronized edges, outside the timed span
+        edge_losses.append(float(loss) if train else None)  # the loss of the step this edge follows
         t0 = time.perf_counter()
         for _ in range(args.steps):
-            step()
+            loss = step()
         sync()
         seconds = time.perf_counter() - t0
         mj1 = energy()
+        edge_losses.append(float(loss) if train else None)
         # The slowest rank's window, as rn50 reports it; the energy of every rank's GPU.
         edge = torch.tensor([seconds, (mj1 - mj0) / 1e3 if None not in (mj0, mj1) else float("nan")],
                             dtype=torch.float64, device=device)
@@ -224,12 +226,33 @@ def main(argv=None) -> dict:
               "images_per_sec": statistics.median(rates), "images_per_sec_windows": rates,
               "energy_joules_windows": joules if measured else None,
               "images_per_joule": images / sum(joules) if measured else None}
+    if train:
+        result.update(proof(edge_losses, train.scaler, args))
     if int(os.environ.get("RANK", 0)) == 0:
         print(json.dumps(result))
     if world > 1:
         torch.distributed.destroy_process_group()
     on_stream.close()
+    diverged = [loss for loss in edge_losses if loss is not None and not math.isfinite(loss)]
+    if diverged:
+        p.exit(1, f"{p.prog}: error: training diverged: loss {diverged[0]} at a window's edge; "
+                  "its images/sec is no training figure\n")
     return result
+
+
+def proof(edge_losses, scaler, args) -> dict:
+    """That the bare loop trained, as rn50's runs prove it (rn50/trained.py): the loss at the
+    windows' edges (read there, after the sync), the steps the scaler skipped, its final scale.
+    A captured CUDA graph replays the scaler without Python, so its skips are not counted."""
+    out = {"loss_first": edge_losses[0], "loss_last": edge_losses[-1], "loss_window_edges": edge_losses,
+           "loss_fell": edge_losses[-1] < edge_losses[0]}
+    if scaler is not None:
+        out["loss_scale_final"] = float(scaler.get_scale())  # --loss-scale is the fixed one asked for
+        if not args.cuda_graph:
+            flags = scaler.take_skipped()
+            out["skipped_steps"] = sum(flags)
+            out["skipped_steps_window"] = sum(flags[len(flags) - args.steps * args.repeats:])
+    return out
 
 
 def dali_config(args, device: torch.device):
@@ -281,8 +304,13 @@ def capture(step, device):
     torch.cuda.current_stream(device).wait_stream(sync_stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        step()
-    return graph.replay
+        loss = step()  # the graph's own output: each replay writes the step's loss into it
+
+    def replay() -> torch.Tensor:
+        graph.replay()
+        return loss
+
+    return replay
 
 
 if __name__ == "__main__":

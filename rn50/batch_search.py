@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Union
 
 from rn50 import clusters
+from rn50.console import terminal
 from rn50.errors import Rn50Error, failure_kind
 from rn50.meter import Meter
 from rn50.schema import AUTO_BATCH
@@ -179,13 +180,13 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
     """
     import torch
 
-    from rn50 import precision
+    from rn50 import optimizers, precision
     from rn50.baseline import build_train_step
     from rn50.compilation import CAPTURING_MODES, compile_mode, configure_inductor
 
     mode = compile_mode(cfg.model)
     configure_inductor(cfg.model.autotune_pointwise, cfg.model.autotune_coordinate_descent)
-    fused = cfg.optim.fused if cfg.optim.fused is not None else device.type == "cuda"
+    fused = optimizers.fused_default(cfg.optim, device.type)
     torch.backends.cudnn.benchmark = True  # as the Trainer's benchmark=True
     train = build_train_step(cfg.model.arch.value, precision.of(cfg), device,
                              num_classes=cfg.model.num_classes, image_size=cfg.data.image_size,
@@ -262,7 +263,7 @@ def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None) -
     # Rank 0 shows the search's steps (with a heartbeat, as a run's phases do): a compiled search
     # or a CPU one takes minutes before the run's first step.
     zero = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
-    meter = Meter("rn50: batch search", limits.step_budget, heartbeat=True) if zero else None
+    meter = Meter("rn50: batch search", limits.step_budget, stream=terminal(), heartbeat=True) if zero else None
 
     def shown(batch: int) -> Optional[float]:
         try:

@@ -23,7 +23,7 @@ def count_train_images(root: str, global_batch: int) -> int:
         raise ConfigError(f"data.root={root} does not exist; point it at a tree with train/<class>/*.JPEG")
     if not train.is_dir():
         raise ConfigError(f"data.root={root} has no train/ folder; expected train/<class>/*.JPEG")
-    classes = sorted(d.path for d in os.scandir(train) if d.is_dir())
+    classes = [str(train / name) for name in class_folders(root)]
     if not classes:
         raise ConfigError(f"data.root={root}: train/ has no class folders; expected train/<class>/*.JPEG")
     images = 0
@@ -40,9 +40,23 @@ def count_train_images(root: str, global_batch: int) -> int:
     return images
 
 
-def check_val_tree(root: str, world: int, num_classes: int) -> int:
-    """train=accuracy: root/val/<class>/ with train/'s classes, at least one image per rank
-    (each rank evaluates its own slice), and no more classes than the model has outputs."""
+def class_folders(root: str) -> list:
+    """root/train's class folders in label order (ImageFolder's: sorted names); none if it is missing."""
+    train = Path(root) / "train"
+    return sorted(d.name for d in os.scandir(train) if d.is_dir()) if train.is_dir() else []
+
+
+def check_classes(root: str, num_classes: int, found: int) -> None:
+    """A classifier head with an output for each of the `found` labels root's class folders give."""
+    if found > num_classes:
+        raise ConfigError(f"model.num_classes={num_classes} is out of range: data.root={root} has {found} class "
+                          f"folders, labelled 0 to {found - 1}; use model.num_classes={found} or more, or leave "
+                          "it unset (null) to follow the folders")
+
+
+def check_val_tree(root: str, world: int) -> int:
+    """train=accuracy: root/val/<class>/ with train/'s classes, and at least one image per rank
+    (each rank evaluates its own slice)."""
     val, train = Path(root) / "val", Path(root) / "train"
     if not val.is_dir():
         raise ConfigError(f"data.root={root} has no val/ folder; train=accuracy evaluates on val/<class>/*.JPEG "
@@ -54,9 +68,6 @@ def check_val_tree(root: str, world: int, num_classes: int) -> int:
                                        f"not in train/: {', '.join(extra[:3])}" if extra else ""]))
         raise ConfigError(f"data.root={root}: val/ classes differ from train/ ({what}); labels are the sorted "
                           "class folder names, so both need the same folders")
-    if len(names[train]) > num_classes:
-        raise ConfigError(f"model.num_classes={num_classes} is out of range: data.root={root} has "
-                          f"{len(names[train])} classes; use model.num_classes={len(names[train])} or more")
     images = images_under(val)
     if images < world:
         raise ConfigError(f"data.root={root}: val/ has {images} images, fewer than the {world} ranks that "

@@ -8,6 +8,8 @@ A class says how a run's processes start:
   where rn50 starts the ranks itself (rn50/pool.py);
 - in_task(): whether this process is a task the cluster's scheduler started, whose failure must
   end it visibly (SLURM);
+- requeued(): whether the scheduler has requeued this task's job while it ran, so that whatever
+  broke as it was stopped is no failure: the job starts again and goes on with its run (SLURM);
 - submit(cfg, out, config_hash, argv): hand the run to the cluster's scheduler from here and wait
   for it (SLURM, outside a task); its metrics, or None where this process runs a rank itself;
 - dry_run(cfg, overrides): what dry_run=true prints;
@@ -47,6 +49,9 @@ class Cluster(components.Component):
         """Checks of a process the cluster's starter started; none by default."""
 
     def in_task(self) -> bool:
+        return False
+
+    def requeued(self) -> bool:
         return False
 
     def submit(self, cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) -> Optional[dict]:
@@ -137,6 +142,16 @@ class Slurm(Cluster):
         in a collective. Not the shell of sbatch's batch script, which has SLURM_PROCID too: a
         command there submits a job of its own, as on a login node."""
         return "SLURM_STEP_ID" in os.environ
+
+    def requeued(self) -> bool:
+        """`scontrol requeue` or a preemption stops a job with SIGTERM, as scancel does, but counts
+        a restart first: the job's count has gone past the one this start was given."""
+        from rn50.slurm_jobs import restarts
+
+        if not self.in_task():
+            return False
+        now = restarts(os.environ.get("SLURM_JOB_ID", ""))
+        return now is not None and now > int(os.environ.get("SLURM_RESTART_COUNT") or 0)
 
     def submit(self, cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) -> Optional[dict]:
         from hydra.core.hydra_config import HydraConfig

@@ -8,11 +8,14 @@ logs itself (the CPU fallback, a missing MFU peak, throttling clocks).
 RN50_VERBOSE=1 shows everything.
 """
 
+import contextlib
 import logging
 import os
 import re
+import sys
 import warnings
-from typing import Optional
+from pathlib import Path
+from typing import Iterator, Optional, TextIO
 
 VERBOSE_ENV = "RN50_VERBOSE"
 
@@ -88,6 +91,41 @@ def quiet(show_all: Optional[bool] = None) -> None:
             logger.addFilter(_FILTER)
     for category, message in WARNING_NOISE:
         warnings.filterwarnings("ignore", message=message, category=category)
+
+
+_terminal: Optional[TextIO] = None  # set while a rank's stderr goes to its log (stderr_to)
+
+
+def terminal() -> TextIO:
+    """Where rn50's own progress lines go: stderr, or the console a rank had before its stderr
+    went to its log."""
+    return _terminal or sys.stderr
+
+
+@contextlib.contextmanager
+def stderr_to(path: Path) -> Iterator[Optional[Path]]:
+    """For the block, this process's stderr goes to `path` (appended): tracebacks, warnings, the
+    libraries' messages and those of C code and child processes alike, so that a rank that fails
+    prints one line, and the log holds the rest. rn50's progress stays on the console
+    (`terminal()`). With RN50_VERBOSE=1 everything stays on the console, and the block gets None."""
+    global _terminal
+    if verbose():
+        yield None
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    console = os.dup(2)
+    with open(path, "a") as log:
+        os.dup2(log.fileno(), 2)
+    _terminal = open(os.dup(console), "w", buffering=1)
+    try:
+        yield path
+    finally:
+        sys.stderr.flush()
+        os.dup2(console, 2)
+        os.close(console)
+        _terminal.close()
+        _terminal = None
 
 
 log = logging.getLogger("rn50")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 from torch.utils.data import DataLoader, DistributedSampler, Sampler, Subset
 from torchvision import datasets, transforms
 
@@ -35,12 +35,13 @@ class SyntheticData(pl.LightningDataModule):
 
 
 def load_rgb(path: str) -> Image.Image:
-    """ImageFolder's loader, with the file named when it cannot be decoded."""
-    try:
-        with open(path, "rb") as f:
+    """ImageFolder's loader; a file that cannot be decoded is named, with what to do about it."""
+    with open(path, "rb") as f:
+        try:
             return Image.open(f).convert("RGB")
-    except OSError as exc:
-        raise RuntimeError(f"corrupt image {path}: {exc}") from None
+        except OSError as exc:  # PIL's errors for a truncated or damaged file (UnidentifiedImageError is one)
+            reason = "cannot identify image file" if isinstance(exc, UnidentifiedImageError) else str(exc)
+            raise RuntimeError(f"corrupt image {path} ({reason}); remove or replace it") from None
 
 
 class Endless(Sampler):

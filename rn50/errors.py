@@ -3,6 +3,7 @@
 import contextlib
 import re
 import sys
+from typing import Optional
 
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
@@ -16,11 +17,13 @@ class ConfigError(Rn50Error):
 
 
 class RunFailed(Rn50Error):
-    """The benchmark processes failed; the MLflow run is marked FAILED with `kind` as its failure tag."""
+    """The benchmark processes failed; the MLflow run is marked FAILED with `kind` as its failure tag,
+    and `log` (the failing rank's output, with its traceback), where there is one, as an artifact."""
 
-    def __init__(self, message: str, kind: str = "error"):
+    def __init__(self, message: str, kind: str = "error", log: Optional[str] = None):
         super().__init__(message)
         self.kind = kind
+        self.log = log
 
 
 class Interrupted(KeyboardInterrupt):
@@ -33,8 +36,9 @@ class Interrupted(KeyboardInterrupt):
 
 
 class Requeued(SystemExit):
-    """A train=accuracy SLURM job that Lightning checkpointed and requeued is being stopped by
-    SLURM: its run stays open for the job's next start, and submitit records no result (it
+    """A SLURM job that was requeued (by Lightning after its checkpoint on USR1, by `scontrol
+    requeue`, by a preemption) is being stopped by SLURM: its run stays open for the job's next
+    start, which resumes from `checkpoint` (train=accuracy), and submitit records no result (it
     writes none for a SystemExit), so the submitting host keeps waiting for that start."""
 
     def __init__(self, checkpoint: str):
@@ -45,9 +49,15 @@ class Requeued(SystemExit):
 OOM_SIGNS = ("outofmemoryerror", "out of memory", "can't allocate memory", "cannot allocate memory")
 
 
+DIVERGED_SIGN = "training diverged"  # rn50/trained.py's and rn50/training.py's one line
+
+
 def failure_kind(message: str) -> str:
-    """oom for CUDA's and the CPU allocator's out-of-memory errors, else error."""
+    """oom for CUDA's and the CPU allocator's out-of-memory errors, diverged for a run whose loss
+    stopped being finite, else error."""
     text = message.lower()
+    if DIVERGED_SIGN in text:
+        return "diverged"
     return "oom" if any(sign in text for sign in OOM_SIGNS) else "error"
 
 
@@ -57,7 +67,9 @@ def error_line(text: str) -> str:
     if not lines:
         return ""
     # A DataLoader worker's error arrives as "Caught X in DataLoader worker ...", traceback, "X: ...".
-    return lines[-1] if "in DataLoader worker" in lines[0] else lines[0]
+    if "in DataLoader worker" in lines[0]:
+        return re.sub(r"^[\w.]+: ", "", lines[-1])
+    return lines[0]
 
 
 def one_line(exc: BaseException) -> str:

@@ -12,14 +12,15 @@ Nothing here imports torch: the GPU count comes from NVML.
 import contextlib
 import logging
 import os
+import traceback
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from omegaconf import DictConfig
 
-from rn50 import clusters, console, keys, nvml, pipelines, pool, precision, profilers, schema
+from rn50 import checks, clusters, console, keys, nvml, pipelines, pool, precision, profilers, schema
 from rn50.compilation import check_cuda_graphs
-from rn50.errors import ConfigError, RunFailed, error_line, failure_kind
+from rn50.errors import ConfigError, Requeued, RunFailed
 from rn50.schema import Accelerator, Device, dist_name
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,18 @@ def preflight(cfg: DictConfig, here: bool = True) -> None:
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
     console.cpu_precision_warning(precision.of(cfg), cfg.dist.accelerator)
     pipelines.of(cfg).preflight(cfg, world=cfg.dist.nodes * cfg.dist.gpus_per_node)
+    set_num_classes(cfg)
     profilers.of(cfg).preflight(cfg)
+
+
+def set_num_classes(cfg: DictConfig) -> None:
+    """model.num_classes=null: the data's classes (class folders), else ImageNet's 1000; a head
+    narrower than the data's labels is refused (a label past it cannot be learned)."""
+    found = pipelines.of(cfg).classes(cfg)
+    if cfg.model.num_classes is None:
+        cfg.model.num_classes = found or schema.DEFAULT_CLASSES
+    elif found:
+        checks.check_classes(cfg.data.root, cfg.model.num_classes, found)
 
 
 def process_rank(cfg: DictConfig) -> int:
@@ -144,20 +156,33 @@ def started(cfg: DictConfig, config_yaml: str, out: Path) -> Iterator[Callable[[
 
 
 def run_rank_here(cfg: DictConfig, out: Path) -> Optional[list]:
-    """Run this process's rank; rank 0 returns every rank's result. Failures become RunFailed."""
-    from rn50.rank import leave_process_group, run_rank  # torch and Lightning: only a rank pays for them
+    """Run this process's rank, its output in its log (pool.rank_log); rank 0 returns every rank's
+    result. Failures become RunFailed, whose line names the log and the rank and node a failed
+    collective lost; a job the scheduler requeued while it ran raises Requeued instead, whatever
+    broke as it was stopped (it starts again and resumes)."""
+    from rn50 import peers, resume
+    from rn50.rank import failure, leave_process_group, run_rank  # torch and Lightning: only a rank pays for them
 
-    try:
-        ranks = run_rank(cfg, out)
-        leave_process_group()
-        return ranks
-    except Exception as exc:
-        message = error_line(str(exc)) or type(exc).__name__
-        # submitit raises UncompletedJobError in rank 0 when SLURM times the job out or preempts it.
-        kind = "slurm" if type(exc).__name__ == "UncompletedJobError" else failure_kind(message)
-        rank = os.environ.get((clusters.of(cfg).rank_env or ("RANK",))[0], 0)
-        raise RunFailed(f"rank {rank} failed: {message}",
-                        kind=kind) from exc
+    cluster = clusters.of(cfg)
+    rank = int(os.environ.get((cluster.rank_env or ("RANK",))[0], 0))
+    with console.stderr_to(pool.rank_log(out, rank)) as log:
+        try:
+            ranks = run_rank(cfg, out)
+            leave_process_group()
+            return ranks
+        except (Requeued, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # also Lightning's SIGTERMException, a SystemExit
+            if cluster.requeued():
+                raise Requeued(str(resume.last_checkpoint(out) or "")) from None
+            if not isinstance(exc, Exception):
+                raise
+            traceback.print_exc()  # into the log
+            _, _, message, kind, log_path = failure(exc, cfg, log)
+            lost = peers.lost(message)
+            # submitit raises UncompletedJobError in rank 0 when SLURM times the job out or preempts it.
+            kind = "slurm" if type(exc).__name__ == "UncompletedJobError" else "lost_rank" if lost else kind
+            raise RunFailed(f"rank {rank} failed: {lost or message}", kind=kind, log=log_path) from exc
 
 
 def dry_run(cfg: DictConfig, overrides) -> str:

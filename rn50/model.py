@@ -1,25 +1,17 @@
-"""ResNet classifier trained with SGD and cross-entropy, as torchvision builds it."""
+"""ResNet classifier trained with cross-entropy and optim.name's optimizer, as torchvision builds it."""
 
 import pytorch_lightning as pl
 import torch
 import torchvision
 from torch import nn
 
+from rn50 import optimizers
 from rn50.compilation import compile_mode, configure_inductor
 
 
 def build_network(arch: str, num_classes: int, channels_last: bool) -> nn.Module:
     net = getattr(torchvision.models, arch)(weights=None, num_classes=num_classes)
     return net.to(memory_format=torch.channels_last) if channels_last else net
-
-
-def build_optimizer(params, optim, fused: bool, lr=None) -> torch.optim.Optimizer:
-    """SGD with momentum at optim.lr, or at lr (train=accuracy's rate scaled with the batch);
-    param groups that set their own weight_decay keep it."""
-    return torch.optim.SGD(
-        params, lr=optim.lr if lr is None else lr, momentum=optim.momentum, weight_decay=optim.weight_decay,
-        fused=fused,
-    )
 
 
 class ResNetModule(pl.LightningModule):
@@ -38,4 +30,4 @@ class ResNetModule(pl.LightningModule):
         return self.criterion(self.net(images), labels)
 
     def configure_optimizers(self):
-        return build_optimizer(self.parameters(), self.optim_cfg, self.fused)
+        return optimizers.for_network(self.net, self.optim_cfg, self.fused)

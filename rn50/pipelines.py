@@ -33,6 +33,11 @@ class Pipeline(components.Component):
     """Images with real labels: train=accuracy can learn from them."""
     unlabelled_why = "has no labels"
     """How train=accuracy's error says why it cannot learn from an unlabelled pipeline."""
+    fixed_batch = False
+    """Trains on one batch over and over, which a run that trains learns: its loss must fall."""
+    def classes(self, cfg: DictConfig):
+        """How many classes the data labels, in the launcher; None where the data does not say."""
+        return None
 
     def preflight(self, cfg: DictConfig, world: int) -> None:
         """Checks of this host (files, libraries) before any rank starts; none by default."""
@@ -49,7 +54,7 @@ class Pipeline(components.Component):
 class Synthetic(Pipeline):
     """One random batch kept on the device: the input pipeline costs nothing."""
 
-    name, labelled, unlabelled_why = "synthetic", False, "is random"
+    name, labelled, unlabelled_why, fixed_batch = "synthetic", False, "is random", True
 
     def build(self, cfg: DictConfig, endless: bool):
         from rn50.data import SyntheticData
@@ -60,6 +65,11 @@ class Synthetic(Pipeline):
 
 class FileReader(Pipeline):
     """A pipeline that reads data.root's ImageFolder tree (train/<class>/*, and val/ to evaluate)."""
+
+    def classes(self, cfg: DictConfig) -> int:
+        from rn50 import checks
+
+        return len(checks.class_folders(cfg.data.root))
 
     def check(self, cfg: DictConfig) -> None:
         from rn50.schema import _positive
@@ -76,7 +86,7 @@ class FileReader(Pipeline):
         batch = 1 if batch_search.is_auto(cfg) else cfg.data.batch_size  # auto: at least one image per rank
         checks.count_train_images(cfg.data.root, batch * world)
         if cfg.train.name == TrainName.accuracy:
-            checks.check_val_tree(cfg.data.root, world, cfg.model.num_classes)
+            checks.check_val_tree(cfg.data.root, world)
 
 
 class ImageFolder(FileReader):

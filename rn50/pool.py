@@ -7,7 +7,10 @@ sends it a run's config and gets back ('ok', results) or ('error', line, kind).
 
 Every point still fails alone: a rank that reports an error or dies takes its pool
 down, and the next point gets fresh processes. The ranks ignore Ctrl-C; the launcher
-kills them when it is interrupted. None of this imports torch.
+kills them when it is interrupted, and a rank whose launcher is gone (killed outright)
+ends itself within a second or two (rank.exit_with_parent). SIGTERM ends a rank at once.
+While it runs a task, a rank's output goes to rank_log, so that its failure is one line
+here. None of this imports torch.
 """
 
 import atexit
@@ -35,12 +38,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _exit_reason(code: Optional[int]) -> str:
+def rank_log(out: Path, rank: int) -> Path:
+    """Where a rank's output goes while it runs a task: its traceback, warnings, libraries' messages."""
+    return Path(out) / f"rank{rank}.log"
+
+
+def _exit_reason(code: Optional[int]) -> Tuple[str, str]:
+    """What ended a rank process, and the failure kind it gives the run: `killed by SIGKILL` for a
+    signal, so that a sweep's report shows it, else `error`."""
     if code is not None and code < 0:
         name = signal.Signals(-code).name
         hint = " (the kernel's out-of-memory killer?)" if name == "SIGKILL" else ""
-        return f"killed by {name}{hint}"
-    return f"exited with code {code}"
+        return f"killed by {name}{hint}", f"killed by {name}"
+    return f"exited with code {code}", "error"
+
+
+def died(rank: int, code: Optional[int], out: Path) -> RunFailed:
+    """The failure of a rank process that ended without a reply, naming what it wrote before."""
+    reason, kind = _exit_reason(code)
+    log = rank_log(out, rank)
+    if log.is_file() and log.stat().st_size:
+        return RunFailed(f"rank {rank} failed: {reason}; its output is in {log}", kind=kind, log=str(log))
+    return RunFailed(f"rank {rank} failed: {reason}", kind=kind)
 
 
 class RankPool:
@@ -64,6 +83,7 @@ class RankPool:
 
     def submit(self, config_yaml: str, out: Path) -> None:
         """Send one run to every rank; a rank still starting reads it once it is ready."""
+        self.out = out
         for conn in self.conns:
             try:
                 conn.send({"config": config_yaml, "out": str(out)})
@@ -106,8 +126,7 @@ class RankPool:
         except subprocess.TimeoutExpired:
             return None
 
-    @staticmethod
-    def _failure(replies: Dict[int, tuple]) -> RunFailed:
+    def _failure(self, replies: Dict[int, tuple]) -> RunFailed:
         """The failure that came first: a rank that fails leaves the others failing in their
         collectives a moment later, with errors that only say a peer went away."""
         # A rank killed by a signal (a segfault, the OOM killer) comes first: its end reaches this
@@ -115,9 +134,9 @@ class RankPool:
         rank, reply = min(((r, reply) for r, reply in replies.items() if reply[0] != "ok"),
                           key=lambda item: (not (item[1][0] == "died" and (item[1][2] or 0) < 0), item[1][1]))
         if reply[0] == "error":
-            _, _, message, kind = reply
-            return RunFailed(f"rank {rank} failed: {message}", kind=kind)
-        return RunFailed(f"rank {rank} failed: {_exit_reason(reply[2])}", kind="error")
+            _, _, message, kind, log = reply
+            return RunFailed(f"rank {rank} failed: {message}", kind=kind, log=log)
+        return died(rank, reply[2], self.out)
 
     def close(self, kill: bool = False, wait_s: Optional[float] = 60) -> None:
         """Stop the ranks: ask them to leave (or kill them), and wait up to wait_s for each."""
@@ -210,5 +229,5 @@ def run_once(prefix: Sequence[str], config_yaml: str, out: Path) -> list:
             reply = pickle.loads(result.read_bytes())
             if reply[0] == "ok":
                 return reply[1]
-            raise RunFailed(f"rank 0 failed: {reply[2]}", kind=reply[3])
-    raise RunFailed(f"rank 0 failed: {_exit_reason(done.returncode)}", kind="error")
+            raise RunFailed(f"rank 0 failed: {reply[2]}", kind=reply[3], log=reply[4])
+    raise died(0, done.returncode, out)

@@ -4,7 +4,8 @@ schema where it has keys of its own, as amp_static's loss_scale). A class says:
 
 - check(cfg): compose-time checks of its keys (ConfigError, one line naming the key);
 - plugin(device_type): the Lightning precision plugin of each rank;
-- autocast: the autocast dtype's name, or None; scaler(device_type): its loss scaler, or None;
+- autocast: the autocast dtype's name, or None; scaler(device_type): its loss scaler, or None
+  (rn50/scalers.py: one that keeps each step's found_inf, which proves what it skipped);
 - tf32: whether cuBLAS and cuDNN may use TF32; peak: the column of conf/mfu/peaks.yaml that MFU
   divides by.
 
@@ -66,9 +67,9 @@ class Amp(Precision):
     name, autocast, peak = "amp", "float16", "fp16"
 
     def scaler(self, device_type: str):
-        import torch
+        from rn50.scalers import GradScaler
 
-        return torch.amp.GradScaler(device_type)
+        return GradScaler(device_type)
 
     def plugin(self, device_type: str):
         from pytorch_lightning.plugins.precision import MixedPrecision
@@ -90,7 +91,7 @@ class AmpStatic(Amp):
         _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
 
     def scaler(self, device_type: str):
-        from rn50.static_scaler import StaticGradScaler
+        from rn50.scalers import StaticGradScaler
 
         return StaticGradScaler(device_type, init_scale=self.loss_scale)
 

@@ -1,12 +1,12 @@
 """Progress of a run and of a sweep: rank 0's bar or lines through warm-up and measured
 steps (rn50/meter.py draws them), and one line per finished sweep point."""
 
-import sys
 import time
 from typing import Callable, Optional, TextIO
 
 import pytorch_lightning as pl
 
+from rn50.console import terminal
 from rn50.meter import INTERVAL_S, Meter, _duration, _is_tty, rate_text
 
 
@@ -35,7 +35,8 @@ class Progress(pl.Callback):
         if total_after:
             self.phases.append((f"{prefix} profiling", total_after))
         self.images_per_step = batch_size * world_size
-        self.stream, self.clock, self.tty, self.interval_s = stream, clock, tty, interval_s
+        self.stream = stream if stream is not None else terminal()  # a rank's console, not its log
+        self.clock, self.tty, self.interval_s = clock, tty, interval_s
         self.heartbeat = heartbeat
         self.meter: Optional[Meter] = None
         self.phase = self.in_phase = 0
@@ -102,7 +103,7 @@ class EpochProgress(pl.Callback):
     def __init__(self, epochs: int, record, stream: Optional[TextIO] = None, tty: Optional[bool] = None,
                  prefix: str = "rn50:", heartbeat: bool = True):
         self.epochs, self.record, self.prefix, self.heartbeat = epochs, record, prefix, heartbeat
-        self.stream = stream if stream is not None else sys.stderr
+        self.stream = stream if stream is not None else terminal()
         self.tty = _is_tty(self.stream) if tty is None else tty
         self.meter: Optional[Meter] = None
         self.enabled = True

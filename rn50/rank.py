@@ -12,6 +12,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -19,13 +20,13 @@ from typing import List, Optional
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.strategies import DDPStrategy
 
-from rn50 import batch_search, clusters, console, data, environment, mfu, pipelines, precision, profilers
+from rn50 import (batch_search, clusters, console, data, environment, mfu, optimizers, peers, pipelines, precision,
+                  profilers)
 from rn50.errors import failure_kind, error_line
 from rn50.model import ResNetModule
 from rn50.nvtx import NvtxRanges
-from rn50.pool import POOL_ENV
+from rn50.pool import POOL_ENV, rank_log
 from rn50.progress import Progress
 from rn50.results import RankResult
 from rn50.schema import Accelerator, TrainName, profiled_steps, typed
@@ -53,7 +54,7 @@ def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False) -> dic
         accelerator="gpu" if device_type == "cuda" else "cpu",
         devices=cfg.dist.gpus_per_node,
         num_nodes=cfg.dist.nodes,
-        strategy=DDPStrategy(gradient_as_bucket_view=True) if world > 1 else "auto",
+        strategy=peers.RosterDDP(gradient_as_bucket_view=True) if world > 1 else "auto",
         plugins=[precision.of(cfg).plugin(device_type),
                  *cluster_environment(cfg, requeue)],
         benchmark=True,
@@ -96,17 +97,30 @@ def local_gpu(cfg) -> int:
     return envs[0].local_rank() if envs else 0
 
 
+STARTED_BY_RN50 = False  # python -m rn50.rank: a process of rn50's pool, or one a profiler started
+
+
 def skip_sigterm_broadcast(trainer: pl.Trainer) -> None:
     """Lightning 2.6 broadcasts a SIGTERM flag and reads it back on the host every DDP step
-    (Lightning #21487), a device sync inside the measured window. rn50's launchers stop all
-    ranks together (the pool, torchrun, srun), so the broadcast goes."""
+    (Lightning #21487), a device sync inside the measured window, and broadcasts again from its
+    SIGTERM handler, which can pair with another rank's collective and hang. rn50's launchers
+    stop all ranks together (the pool, torchrun, srun, SLURM's requeue), so both broadcasts go.
+
+    A rank of rn50's own pool gets no Lightning handler at all: SIGTERM ends it at once. Under
+    torchrun and SLURM, SIGTERM only sets the flag that stops the loop at the next step."""
     loop = trainer.fit_loop.epoch_loop
     if hasattr(loop, "_broadcast_sigterm_tensor"):
         loop._broadcast_sigterm_tensor = lambda: None
+    connector = trainer._signal_connector
+    if STARTED_BY_RN50:
+        connector.register_signal_handlers = lambda: None
+    elif hasattr(connector, "_sigterm_notifier_fn"):
+        connector._sigterm_notifier_fn = lambda signum, frame: setattr(connector, "received_sigterm", True)
 
 
 def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     """This process's rank of the run; rank 0 returns every rank's result, the others None."""
+    peers.use_interface(cfg)  # before any process group starts (batch search's, Lightning's)
     if cfg.dist.accelerator == Accelerator.gpu:
         torch.cuda.set_device(local_gpu(cfg))  # Lightning does so only inside fit: the stream is made before
     # The pipeline's stream holds everything the rank runs on the device, from the model's first
@@ -125,8 +139,7 @@ def measure_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     precision.set_math_mode(precision.of(cfg).tf32)
     search = batch_search.resolve_auto_batch(cfg, device_type)  # data.batch_size=auto: sets the batch
     pl.seed_everything(cfg.seed, verbose=False)
-    fused = cfg.optim.fused if cfg.optim.fused is not None else device_type == "cuda"
-    model = ResNetModule(cfg.model, cfg.optim, fused)
+    model = ResNetModule(cfg.model, cfg.optim, optimizers.fused_default(cfg.optim, device_type))
     throughput = ThroughputCallback(cfg.bench, cfg.telemetry, device_type)
     first_profiled = throughput.timer.total_steps
     extras = profiling_callbacks(cfg, device_type, first_profiled, out)
@@ -176,19 +189,44 @@ def release_memory() -> None:
         ReleaseUnusedMemory()
 
 
-def failure(exc: BaseException) -> tuple:
-    """('error', when, one line, failure kind); the traceback goes to this rank's stderr."""
-    traceback.print_exc()
+def failure(exc: BaseException, cfg, log: Optional[Path]) -> tuple:
+    """('error', when, one line, failure kind, log): the line names the log that holds the traceback;
+    out of memory names the batch."""
     message = error_line(str(exc)) or type(exc).__name__
-    return ("error", time.time(), message, failure_kind(message))
+    kind = failure_kind(message)
+    if kind == "oom" and cfg is not None:
+        message = f"oom at data.batch_size={cfg.data.batch_size}: {message}"
+    if log is not None:
+        message += f"; traceback in {log}"
+    return ("error", time.time(), message, kind, str(log) if log else None)
 
 
-def answer(task: dict) -> tuple:
-    """('ok', results) or a failure for one run."""
-    try:
-        return ("ok", run_rank(load_config(task["config"]), Path(task["out"])))
-    except Exception as exc:
-        return failure(exc)
+def answer(task: dict, broken: Optional[BaseException] = None) -> tuple:
+    """('ok', results) or a failure for one run, with this rank's output in its log (pool.rank_log).
+    broken: an error from before the task came (the warm-up), reported as the task's."""
+    out, cfg = Path(task["out"]), None
+    with console.stderr_to(rank_log(out, int(os.environ.get("RANK", 0)))) as log:
+        try:
+            if broken is not None:
+                raise broken
+            cfg = load_config(task["config"])
+            return ("ok", run_rank(cfg, out))
+        except Exception as exc:
+            traceback.print_exc()  # into the log
+            return failure(exc, cfg, log)
+
+
+def exit_with_parent(poll_s: float = 1.0) -> None:
+    """End this process soon after the one that started it ends, whatever this one is doing: a
+    launcher killed outright (SIGKILL, a crash) never leaves its ranks running."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(1)  # nobody waits for a result; its DataLoader workers follow their own parent
+
+    threading.Thread(target=watch, name="rn50-parent-watch", daemon=True).start()
 
 
 def serve(fd: int) -> None:
@@ -205,14 +243,14 @@ def serve(fd: int) -> None:
         except OSError:  # the launcher is gone (it stopped at an error of its own)
             return False
 
+    broken = None
     try:
         if torch.cuda.is_available():  # the CUDA context is made before the first task arrives
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
             torch.zeros(1, device="cuda")
-    except Exception as exc:  # a busy or missing device: say so instead of just exiting
-        say(failure(exc))
-        return
-    if not say(("ready",)):
+    except Exception as exc:  # a busy or missing device: the first task's answer says so
+        broken = exc
+    if broken is None and not say(("ready",)):
         return
     while True:
         try:
@@ -221,7 +259,7 @@ def serve(fd: int) -> None:
             return
         if task is None:
             break
-        reply = answer(task)
+        reply = answer(task, broken)
         if not say(reply) or reply[0] != "ok":
             return  # a failed rank's state is suspect: the launcher starts fresh ones
         release_memory()
@@ -235,6 +273,9 @@ def main(argv=None) -> None:
     parser.add_argument("--result", help="where --task writes its pickled reply")
     args = parser.parse_args(argv)
     console.quiet()
+    global STARTED_BY_RN50
+    STARTED_BY_RN50 = True
+    exit_with_parent()
     if args.serve:
         serve(int(os.environ[POOL_ENV]))
         return

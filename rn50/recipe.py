@@ -1,35 +1,13 @@
 """train=accuracy's LightningModule: the ResNet trained with the recipe's loss, optimizer and
 learning-rate schedule, and evaluated on the validation set for top-1 and top-5."""
 
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import torch
 from torch import nn
 
-from rn50 import accuracy, schedule
-from rn50.lars import LARS
-from rn50.model import ResNetModule, build_optimizer
-from rn50.schema import OptimName
-
-
-def param_groups(net: nn.Module, weight_decay: float) -> List[Dict]:
-    """Weight decay on convolution and linear weights only: batch-norm scales and shifts and every
-    bias go without it, as in NVIDIA's recipe (decaying them only hurts accuracy)."""
-    decay, no_decay = [], []
-    for module in net.modules():
-        for name, param in module.named_parameters(recurse=False):
-            if isinstance(module, nn.modules.batchnorm._BatchNorm) or name == "bias":
-                no_decay.append(param)
-            else:
-                decay.append(param)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def recipe_optimizer(net: nn.Module, optim, lr: float, fused: bool) -> torch.optim.Optimizer:
-    groups = param_groups(net, optim.weight_decay)
-    if optim.name == OptimName.lars:
-        return LARS(groups, lr=lr, momentum=optim.momentum, trust=optim.lars_trust)
-    return build_optimizer(groups, optim, fused, lr=lr)
+from rn50 import accuracy, optimizers, schedule
+from rn50.model import ResNetModule
 
 
 class AccuracyModule(ResNetModule):
@@ -73,7 +51,9 @@ class AccuracyModule(ResNetModule):
 
     def configure_optimizers(self):
         lr = schedule.scaled_lr(self.optim_cfg.lr, self.global_batch)
-        optimizer = recipe_optimizer(self.net, self.optim_cfg, lr, self.fused)
+        # Weight decay and LARS's adaptation leave batch norm and biases out (the recipe's groups).
+        optimizer = optimizers.build(optimizers.param_groups(self.net, self.optim_cfg.weight_decay),
+                                     self.optim_cfg, self.fused, lr=lr)
         # Not Lightning's estimated_stepping_batches: it builds the training iterator before a
         # resumed run's epoch is restored, and that epoch would replay the first one's data.
         sched = schedule.scheduler(optimizer, self.steps_per_epoch, self.train_cfg.lr_warmup_epochs,

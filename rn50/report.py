@@ -35,6 +35,8 @@ COLUMNS = [
     ("speedup", "speedup"), ("scaling_efficiency_pct", "scaling eff. %"),
     ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"), ("mfu_pct", "MFU %"),
     ("images_per_joule", "images/J"), ("joules_per_image", "J/image"),
+    # The proof that the run trained (rn50/trained.py): a figure counts only if it did.
+    ("loss_first", "loss first"), ("loss_last", "loss last"), ("skipped_in_window", "skipped in window"),
     ("startup_s", "startup s"), ("wall_s", "wall s"), ("status", "status"),
 ]
 CSV_EXTRA = ["failure", "error", "point", "run_id", "image_size", "accelerator"]
@@ -93,6 +95,8 @@ def _row(run) -> Dict:
         # GPU board energy over the measured windows (NVML), not the node's at the wall.
         "images_per_joule": m.get("energy/images_per_joule") if comparable else None,
         "joules_per_image": m.get("energy/joules_per_image") if comparable else None,
+        "loss_first": m.get("train/loss_first"), "loss_last": m.get("train/loss_last"),
+        "skipped_in_window": int(m["train/skipped_steps_window"]) if "train/skipped_steps_window" in m else None,
         "startup_s": m.get("time/startup_s"), "wall_s": m.get("time/wall_s"),
         "busy_s": (m["time/warmup_s"] + m["window/seconds_total"]) if "time/warmup_s" in m else None,
         "status": status, "failure": failure,
@@ -214,7 +218,14 @@ def columns(rows: List[Dict]) -> List[Tuple[str, str]]:
 def _table(rows: List[Dict], cols: List[Tuple[str, str]]) -> List[str]:
     """Markdown lines: header, rule, one line per row."""
     lines = ["| " + " | ".join(h for _, h in cols) + " |", "|" + " --- |" * len(cols)]
-    return lines + ["| " + " | ".join(rounded(r.get(k)) for k, _ in cols) + " |" for r in rows]
+    return lines + ["| " + " | ".join(cell(k, r.get(k)) for k, _ in cols) + " |" for r in rows]
+
+
+def cell(key: str, value) -> str:
+    """A table cell: losses to three significant digits (a learned batch's is 0.0017), the rest rounded()."""
+    if key.startswith("loss_") and isinstance(value, float):
+        return f"{value:.3g}"
+    return rounded(value)
 
 
 def markdown(rows: List[Dict]) -> str:
@@ -331,7 +342,7 @@ def main(argv=None) -> None:
         db = args.tracking_uri.removeprefix("sqlite:///")
         if db != args.tracking_uri and not Path(db).is_file():
             raise Rn50Error(f"--tracking-uri {args.tracking_uri}: no such file; run where the runs were recorded")
-        tracking.check_reachable(args.tracking_uri)
+        tracking.check_reachable(args.tracking_uri, write=False)  # a report only reads
         rows = collect(args.tracking_uri, args.parent_run_id, args.experiment, args.filter)
         if not rows:
             raise Rn50Error("no runs match; check --parent-run-id, --experiment and --filter")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from rn50 import mfu, nvml, precision, timing
+from rn50 import mfu, nvml, precision, timing, trained
 from rn50.schema import TrainName, dist_name
 
 
@@ -52,6 +52,13 @@ class RankResult:
     """Rank 0: files its callbacks wrote (profiler traces and reports)."""
     series: Dict[str, List[tuple]] = field(default_factory=dict)
     """Rank 0 of train=accuracy: each per-epoch metric as (epoch, value) pairs."""
+    losses: List[float] = field(default_factory=list)
+    """This rank's training loss at every step, warm-up and profiled steps included (rn50/trained.py)."""
+    skipped: Optional[List[float]] = field(default_factory=list)
+    """1.0 for each step the loss scaler skipped, else 0.0; empty without a scaler, None from a
+    scaler that does not keep them."""
+    loss_scale: Optional[float] = None
+    """The loss scale after the last step, where a scaler ran."""
 
 
 @dataclass
@@ -60,11 +67,53 @@ class RunRecord:
     tags: Dict[str, str]
     series: Dict[str, List[float]]
     files: List[str]
+    failure: Optional[str] = None
+    """Why a run that ran to its end still failed, in one line: it did not train (diverged)."""
 
 
 def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> RunRecord:
     """Metrics, tags, series and the numbers behind them; started_at is when the run (or the
-    sweep point) began, so startup and wall time are measured from the command's side."""
+    sweep point) began, so startup and wall time are measured from the command's side.
+
+    A figure counts only if its run trained (rn50/trained.py): every run carries the proof, and a
+    run whose loss stopped being finite carries no images/sec, MFU or energy figure at all."""
+    zero = ranks[0]
+    world, batch = len(ranks), zero.batch_size
+    diverged = trained.diverged_line([r.losses for r in ranks])
+    metrics = {} if diverged else figures(cfg, ranks)
+    metrics.update(trained.proof_metrics(zero.losses, zero.skipped, zero.loss_scale, cfg.bench.warmup_steps,
+                                         cfg.bench.steps * cfg.bench.repeats))
+    metrics["time/startup_s"] = zero.first_step_at - started_at
+    metrics["time/warmup_s"] = max(r.warmup_s for r in ranks)
+    metrics["time/wall_s"] = now - started_at
+    metrics.update(zero.metrics)
+
+    hosts = sorted({r.hostname for r in ranks})
+    tags = dict(zero.env_tags)
+    tags.update(
+        gpu_count=str(sum(1 for r in ranks if r.samples)),
+        world_size=str(world),
+        nodes=str(cfg.dist.nodes),
+        hostnames=",".join(hosts),
+        node_hostnames=",".join(f"{n}:{h}" for n, h in sorted({(r.node_rank, r.hostname) for r in ranks})),
+        dist=dist_name(cfg),
+    )
+    sources = sorted({r.energy_source for r in ranks if r.energy_source})
+    if sources:
+        tags["energy_source"] = ",".join(sources)
+    if cfg.profiler.name != "none":
+        tags["profiled"] = cfg.profiler.name  # sweep reports keep it out of the speedup reference
+    series = {"train/loss": zero.losses}
+    if not diverged:
+        windows = timing.slowest([r.windows for r in ranks])
+        series["throughput/images_per_sec_window"] = timing.window_images_per_sec(windows, batch, world)
+    failure = f"{diverged} with optim.lr={cfg.optim.lr}; a run that does not train has no figure: lower optim.lr" \
+        if diverged else None
+    return RunRecord(metrics, tags, series, list(zero.files), failure)
+
+
+def figures(cfg, ranks: List[RankResult]) -> Dict[str, float]:
+    """The measured windows' figures: throughput, step times, GPU telemetry, energy, MFU."""
     zero = ranks[0]
     world, batch = len(ranks), zero.batch_size
     windows = timing.slowest([r.windows for r in ranks])
@@ -86,28 +135,7 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> Ru
         if peak_tflops is not None:
             metrics["mfu_pct"] = mfu.mfu_pct(per_device, zero.flops_per_image, peak_tflops)
             metrics["mfu/peak_tflops_per_device"] = peak_tflops
-    metrics["time/startup_s"] = zero.first_step_at - started_at
-    metrics["time/warmup_s"] = max(r.warmup_s for r in ranks)
-    metrics["time/wall_s"] = now - started_at
-    metrics.update(zero.metrics)
-
-    hosts = sorted({r.hostname for r in ranks})
-    tags = dict(zero.env_tags)
-    tags.update(
-        gpu_count=str(len(gpu_samples)),
-        world_size=str(world),
-        nodes=str(cfg.dist.nodes),
-        hostnames=",".join(hosts),
-        node_hostnames=",".join(f"{n}:{h}" for n, h in sorted({(r.node_rank, r.hostname) for r in ranks})),
-        dist=dist_name(cfg),
-    )
-    sources = sorted({r.energy_source for r in ranks if r.energy_source})
-    if sources:
-        tags["energy_source"] = ",".join(sources)
-    if cfg.profiler.name != "none":
-        tags["profiled"] = cfg.profiler.name  # sweep reports keep it out of the speedup reference
-    series = {"throughput/images_per_sec_window": timing.window_images_per_sec(windows, batch, world)}
-    return RunRecord(metrics, tags, series, list(zero.files))
+    return metrics
 
 
 def summarize_training(cfg, ranks: List[RankResult], started_at: float, now: float) -> RunRecord:
@@ -171,6 +199,8 @@ def usable_cores() -> int:
 
 
 def headline(name: str, metrics: Dict[str, Any]) -> str:
+    proof = trained.note(metrics)
     return (f"{name}: {metrics['throughput/images_per_sec']:,.1f} images/sec "
             f"({metrics['throughput/images_per_sec_per_device']:,.1f} per device), "
-            f"step {metrics['step_time/median_ms']:.2f} ms median, first step after {metrics['time/startup_s']:.1f} s")
+            f"step {metrics['step_time/median_ms']:.2f} ms median, first step after {metrics['time/startup_s']:.1f} s"
+            + (f"; {proof}" if proof else ""))

@@ -23,7 +23,8 @@ LAST = "last.ckpt"
 # Keys that may differ between a run and its resumption: where it is recorded, how it is
 # started and read, and resume itself. Anything else changes what the checkpoint would continue.
 MAY_DIFFER = ("train.resume", "mlflow.", "sweep.", "dry_run", "cluster.", "data.num_workers", "telemetry.",
-              "profiler.", "data.root", "data.dali.num_threads")
+              "profiler.", "data.root", "data.dali.num_threads",
+              "dist.interface")
 
 
 def requeued() -> bool:

@@ -111,8 +111,9 @@ class ModelConfig:
     step at a time while it gets faster (coordinate_descent_tuning). +3.7% on top of
     autotune_pointwise at batch 512 on an H200; the first compile takes ~3 more minutes on 16
     cores, later runs of the same shapes read the tuned configs from inductor's cache."""
-    num_classes: int = 1000
-    """Width of the classifier head."""
+    num_classes: Optional[int] = None
+    """Width of the classifier head; null follows the data: the number of class folders in
+    data.root/train for image folders (their labels), 1000 (ImageNet's) for synthetic data."""
 
 
 @dataclass
@@ -227,6 +228,10 @@ class DistConfig:
     """Processes per host, one per device (the M in NnMg)."""
     accelerator: Accelerator = Accelerator.auto
     """gpu, cpu (gloo, for tests), or auto: gpu when the host has one, else cpu for 1n1g."""
+    interface: Optional[str] = None
+    """The network interface the ranks talk over on every node (eth0, ib0), as GLOO_SOCKET_IFNAME
+    and NCCL_SOCKET_IFNAME; null: gloo takes the address its hostname resolves to and NCCL picks
+    one, and those variables, where set, stay (docs/multi-node.md)."""
 
 
 @dataclass
@@ -458,7 +463,8 @@ def validate(cfg: DictConfig) -> DictConfig:
         f"ResNets downsample by 32, use data.image_size >= {MIN_IMAGE_SIZE}",
         MIN_IMAGE_SIZE,
     )
-    _positive(cfg, "model.num_classes", "use 2 or more classes", 2)
+    if cfg.model.num_classes is not None:
+        _positive(cfg, "model.num_classes", "use 2 or more classes, or null to follow the data", 2)
     _positive(cfg, "dist.nodes", "use 1 or more nodes")
     _positive(cfg, "dist.gpus_per_node", "use 1 or more processes per node")
     _positive(cfg, "bench.warmup_steps", "use 1 or more: the first step autotunes and compiles")
@@ -472,6 +478,9 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "optim.momentum", "use a momentum of 0 or more", 0)
     _positive(cfg, "optim.weight_decay", "use a weight decay of 0 or more", 0)
     _positive(cfg, "optim.lars_trust", "use a trust coefficient above 0", 1e-12)
+    if cfg.optim.name == OptimName.lars and cfg.optim.fused:
+        raise ConfigError("optim.fused=true: LARS has no fused kernel (it unscales and skips overflowed steps on "
+                          "the device by itself); use optim.fused=null with optim.name=lars")
     if cfg.train.name == TrainName.accuracy:
         _check_training(cfg, pipeline)
     precision.of(cfg).check(cfg)
@@ -507,7 +516,7 @@ LATER_KEYS = {
     "data.dali.cpu_decode_share": 0.0, "data.dali.hybrid_huffman_threshold": 1_000_000,
     "data.dali.affine": True, "data.dali.cpu_prefetch_queue_depth": None,
     "data.dali.stream_policy": "default", "data.dali.concurrency": "default",
-    "data.dali.training_stream": "default",
+    "data.dali.training_stream": "default", "dist.interface": None,
 }
 
 
@@ -570,6 +579,10 @@ def config_hash(cfg: DictConfig) -> str:
         del measured["train"]
     else:
         del measured["train"]["resume"]
+    if measured["model"]["num_classes"] is None:
+        # null hashes as the 1000 every point had before null existed: ImageNet's folders give
+        # 1000 again, and another tree's narrower head hardly changes what a point measures.
+        measured["model"]["num_classes"] = DEFAULT_CLASSES
     if measured["optim"]["name"] == OptimName.sgd.value:
         del measured["optim"]["name"], measured["optim"]["lars_trust"]
     if "dali" in measured["data"] and not reads_dali_keys(OmegaConf.select(cfg, "data._target_"),
@@ -623,6 +636,8 @@ def _check_dali(cfg: DictConfig) -> None:
 
 
 AUTO_BATCH = "auto"
+DEFAULT_CLASSES = 1000
+"""model.num_classes=null where the data has no class folders: ImageNet's classes."""
 
 
 def _check_batch_size(cfg: DictConfig) -> None:

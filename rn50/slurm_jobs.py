@@ -25,8 +25,22 @@ from rn50.schema import dist_name, run_name
 log = logging.getLogger("rn50")
 
 
+# srun's line for the first task a signal ended: "srun: error: node2: task 1: Killed". (A task that
+# exited with an error wrote that error to the log, whose last line says more.)
+SRUN_TASK_ERROR = re.compile(r"^srun: error: (\S+): tasks? ([\d,-]+): (?!Exited with exit code)(.+)$", re.M)
+
+
 def last_line(job, exc: Exception) -> str:
-    text = job.stderr() or ""
+    return why_ended(job.stderr() or "", exc)
+
+
+def why_ended(text: str, exc: Exception) -> str:
+    """Why a job ended, in one line, from its log: srun's word on the first task a signal ended
+    (a rank is a task, so it names the rank and its node), else the log's last line."""
+    first = SRUN_TASK_ERROR.search(text)
+    if first:
+        node, tasks, why = first.groups()
+        return f"rank {tasks} on {node}: {why.strip()}"[:300]
     lines = [line for line in text.splitlines() if line.strip()] or str(exc).splitlines() or ["?"]
     return lines[-1].strip()[:300]
 
@@ -87,6 +101,17 @@ def queue_state(job_id: str) -> Optional[str]:
     if done.returncode != 0:
         return "GONE" if "invalid job id" in done.stderr.lower() else None
     return (done.stdout.split() or ["GONE"])[0]
+
+
+def restarts(job_id: str) -> Optional[int]:
+    """How often SLURM has requeued the job (scontrol's Restarts), or None where it cannot say."""
+    try:
+        done = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"\bRestarts=(\d+)", done.stdout)
+    return int(found.group(1)) if done.returncode == 0 and found else None
 
 
 def wait(job, poll_s: float = 2.0, squeue_every_s: float = 15.0, grace_s: float = 20.0,

@@ -16,7 +16,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from rn50 import STARTED, clusters, meter, pool, profilers, report, tracking
-from rn50.errors import ConfigError, reported
+from rn50.errors import ConfigError, Rn50Error, reported
 
 PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
 URI_ENV = "RN50_SWEEP_TRACKING_URI"
@@ -98,17 +98,21 @@ class SweepCallback(Callback):
         parent = os.environ.pop(PARENT_ENV, None)
         if parent is None:  # a dry run, or one point
             return
-        uri = config.mlflow.tracking_uri
-        failed = ["the report"]  # until it is written
+        uri, sweep_dir = config.mlflow.tracking_uri, Path(config.hydra.sweep.dir)
         try:
             rows = report.collect(uri, parent_run_id=parent)
             footer = report.time_line(rows, time.time() - STARTED, int(STARTED * 1000))  # this command's
-            files = report.write(rows, Path(config.hydra.sweep.dir), footer)
+            files = report.write(rows, sweep_dir, footer)
             tracking.log_results(uri, parent, {}, artifacts=map(str, files))
             tracking.set_description(uri, parent, report.description(rows))
             failed = [r for r in rows if r["status"] != "FINISHED"]
-        finally:
             tracking.end_run(uri, parent, ok=not failed)
+        except Exception as exc:  # a store that failed: the points' results are kept in their output directories
+            tracking.close_failed(uri, parent)
+            with reported():
+                raise Rn50Error(f"the sweep's report could not be made from mlflow.tracking_uri={uri} "
+                                f"({tracking.first_line(exc)}); `python -m rn50.upload {sweep_dir}` logs the points' "
+                                f"kept results, then `python -m rn50.report --parent-run-id {parent}` makes it") from None
         log.info("sweep report: %s", files[0])
         print(report.markdown(rows))
         print(footer)

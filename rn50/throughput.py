@@ -1,4 +1,5 @@
-"""The Lightning callback that times the measured windows and samples the GPU during them."""
+"""The Lightning callback that times the measured windows, samples the GPU during them, and keeps
+what proves the run trained: each step's loss and the steps its loss scaler skipped (rn50/trained.py)."""
 
 import os
 import socket
@@ -29,6 +30,9 @@ class ThroughputCallback(pl.Callback):
         self.ranks: Optional[List[RankResult]] = None
         # This process's CPU seconds and wall seconds inside the measured windows.
         self._cpu_s = self._wall_s = 0.0
+        # Each step's loss as the device tensor Lightning already cloned for this hook: keeping
+        # it costs no kernel and no sync; all are read once, after the last step.
+        self._losses: List[torch.Tensor] = []
 
     def setup(self, trainer, pl_module, stage):
         if self.device_type == "cuda":
@@ -42,6 +46,7 @@ class ThroughputCallback(pl.Callback):
         self.timer.step_start()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self._losses.append(outputs["loss"] if isinstance(outputs, dict) else outputs)
         was_measuring = self.timer.measuring
         self.timer.step_end()
         if was_measuring == self.timer.measuring:
@@ -77,6 +82,7 @@ class ThroughputCallback(pl.Callback):
             cpu_cores=usable_cores(),
             first_step_at=self.first_step_at,
             warmup_s=self.warmup_s or 0.0,
+            **self._training_proof(trainer),
         )
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             gathered = [None] * torch.distributed.get_world_size()
@@ -84,3 +90,14 @@ class ThroughputCallback(pl.Callback):
         else:
             gathered = [mine]
         self.ranks = gathered if trainer.is_global_zero else None
+
+    def _training_proof(self, trainer) -> dict:
+        """Every step's loss, the scaler's skipped steps and its final scale, read now that the
+        device is done (one wait, outside the windows)."""
+        scaler = getattr(trainer.precision_plugin, "scaler", None)
+        losses = torch.stack([loss.detach() for loss in self._losses]).float().tolist()
+        self._losses = []
+        if scaler is None:
+            return dict(losses=losses, skipped=[], loss_scale=None)
+        skipped = scaler.take_skipped() if hasattr(scaler, "take_skipped") else None  # a user's own scaler
+        return dict(losses=losses, skipped=skipped, loss_scale=float(scaler.get_scale()))

@@ -5,10 +5,13 @@ bad input) come back without paying for it.
 """
 
 import contextlib
+import fcntl
 import os
+import tempfile
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
@@ -53,17 +56,17 @@ def config_params(cfg: DictConfig) -> Dict[str, str]:
     return flatten(OmegaConf.to_container(mine, resolve=True, enum_to_str=True))
 
 
-def check_reachable(uri: str, open_store: bool = True) -> None:
+def check_reachable(uri: str, open_store: bool = True, write: bool = True) -> None:
     """Fail before any work starts when the tracking store cannot be opened. open_store=False
-    makes only the checks that need no MLflow import: the scheme, a server's /health, and the
-    folder of an sqlite file."""
+    makes only the checks that need no MLflow import: the scheme, a server's /health, and that a
+    sqlite store's folder (and file, where it exists) can be written. write=False: a reader."""
     scheme = uri.split("://")[0].split("+")[0] if "://" in uri else uri
     if scheme not in SCHEMES:
         raise ConfigError(f"mlflow.tracking_uri={uri}: unknown scheme {scheme!r}; use sqlite:///path/mlflow.db "
                           "or http://host:port of an MLflow server")
-    folder = os.path.dirname(uri.removeprefix("sqlite:///")) if scheme == "sqlite" else ""
-    if folder and not os.path.isdir(folder):
-        raise Rn50Error(f"mlflow.tracking_uri={uri} cannot be opened: {folder} is not a directory")
+    db = sqlite_file(uri)
+    if db is not None:
+        check_sqlite(uri, db, write)
     if uri.startswith(("http://", "https://")):
         try:
             urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=10).read()
@@ -73,21 +76,109 @@ def check_reachable(uri: str, open_store: bool = True) -> None:
                 f"mlflow.tracking_uri={uri} is unreachable ({reason}); start a server "
                 "(launchers/mlflow_server.sh) or drop the key to use ./mlflow.db"
             ) from None
-        return
     if not open_store:
         return
     from mlflow.tracking import MlflowClient
 
-    try:
+    try:  # a server answers /health whatever the Host header, and refuses requests for a name it does not allow
+        with store_lock(uri):  # the first process to open a new store makes its schema; the others wait
+            if not schema_made(uri):
+                MlflowClient(uri).search_experiments(max_results=1)
         MlflowClient(uri).search_experiments(max_results=1)
     except Exception as exc:  # MLflow and SQLAlchemy raise many types for a bad store
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise Rn50Error(f"mlflow.tracking_uri={uri} cannot be opened: {first}") from None
+        first = first_line(exc)
+        hint = (f"; start the server with --allowed-hosts naming {uri.split('://')[1].split('/')[0]} "
+                "(launchers/mlflow_server.sh allows its --host and its machine's names)"
+                if "Invalid Host header" in first else "")
+        raise Rn50Error(f"mlflow.tracking_uri={uri} cannot be opened: {first}{hint}") from None
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def sqlite_file(uri: str) -> Optional[str]:
+    """The database file of a sqlite:/// URI (relative to the working directory unless it
+    starts with a fourth slash); None for any other store."""
+    return uri.removeprefix("sqlite:///").split("?")[0] if uri.startswith("sqlite:///") else None
+
+
+def check_sqlite(uri: str, db: str, write: bool) -> None:
+    """A sqlite store's folder must exist and, for a writer, take new files (SQLite writes its
+    journal beside the database, rn50 its lock), and the database must be writable where it
+    exists. A real write, so that it answers as the kernel will: permissions, a read-only mount."""
+    folder = os.path.dirname(db) or "."
+    if not os.path.isdir(folder):
+        raise Rn50Error(f"mlflow.tracking_uri={uri} cannot be opened: {folder} is not a directory")
+    if not write:
+        return
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise unwritable(uri, folder, exc) from None
+    try:
+        if os.path.exists(db):
+            open(db, "r+b").close()
+    except OSError as exc:
+        raise unwritable(uri, db, exc) from None
+
+
+def unwritable(uri: str, path: str, exc: OSError) -> Rn50Error:
+    home = os.path.expanduser("~")
+    somewhere = home if os.access(home, os.W_OK) else tempfile.gettempdir()
+    return Rn50Error(f"mlflow.tracking_uri={uri} cannot be written: {path}: {exc.strerror}; record into a writable "
+                     f"folder, e.g. mlflow.tracking_uri=sqlite:///{somewhere}/mlflow.db")
+
+
+def schema_made(uri: str) -> bool:
+    """Whether a sqlite store's schema has been made (MLflow's migrations record their revision);
+    a quick read without MLflow, which takes seconds to check the schema. True for other stores."""
+    import sqlite3
+
+    db = sqlite_file(uri)
+    if db is None:
+        return True
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            return con.execute("SELECT count(*) FROM alembic_version").fetchone()[0] > 0
+    except sqlite3.Error:  # no file yet, or no table
+        return False
+
+
+@contextlib.contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """For the block, this process alone sets up a sqlite store: its schema, which MLflow makes
+    when a process first opens a new store (two processes making it at once fail with duplicate
+    columns and leave half-made tables), and the experiment and its UI view. An flock on
+    mlflow.db.lock beside the database, released when the process ends; no lock for other
+    stores, or where a reader cannot create the lock file."""
+    db = sqlite_file(uri)
+    try:
+        fd = os.open(db + ".lock", os.O_RDONLY | os.O_CREAT, 0o666) if db else None
+    except OSError:  # a read-only folder: a writer was refused by check_sqlite already
+        fd = None
+    try:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def experiment_id(client, name: str) -> str:
     experiment = client.get_experiment_by_name(name)
-    return experiment.experiment_id if experiment else client.create_experiment(name)
+    if experiment:
+        return experiment.experiment_id
+    try:
+        return client.create_experiment(name)
+    except Exception:  # another process made it first (a server store: no lock)
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            raise
+        return experiment.experiment_id
 
 
 def start_run(
@@ -100,16 +191,24 @@ def start_run(
     """Create a RUNNING run, with the config as params unless params=False; returns its id."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(cfg.mlflow.tracking_uri)
-    all_tags = dict(tags)
-    if parent_run_id:
-        all_tags[PARENT_TAG] = parent_run_id
-    experiment = experiment_id(client, cfg.mlflow.experiment_name)
-    ensure_ui_view(cfg.mlflow.tracking_uri, experiment)  # what the UI link in ui_hint opens
-    run = client.create_run(experiment, run_name=run_name, tags=all_tags)
+    uri = cfg.mlflow.tracking_uri
+    run_id = create_run(uri, cfg.mlflow.experiment_name, run_name,
+                        {**tags, **({PARENT_TAG: parent_run_id} if parent_run_id else {})})
     if params:
-        log_params(client, run.info.run_id, config_params(cfg))
-    return run.info.run_id
+        log_params(MlflowClient(uri), run_id, config_params(cfg))
+    return run_id
+
+
+def create_run(uri: str, experiment_name: str, run_name: str, tags: Mapping[str, str],
+               start_time_ms: Optional[int] = None) -> str:
+    """A RUNNING run in the experiment, made with its UI view where missing; returns its id."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    with store_lock(uri):  # a new store's experiment and view are made once
+        experiment = experiment_id(client, experiment_name)
+        ensure_ui_view(uri, experiment)  # what the UI link in ui_hint opens
+    return client.create_run(experiment, start_time=start_time_ms, run_name=run_name, tags=dict(tags)).info.run_id
 
 
 def log_params(client, run_id: str, params: Mapping[str, str], logged: Mapping[str, str] = {}) -> None:
@@ -175,18 +274,21 @@ def log_results(
     tags: Mapping[str, str] = {},
     series: Mapping[str, Sequence[float]] = {},
     artifacts: Iterable[str] = (),
+    timestamp_ms: Optional[int] = None,
 ) -> None:
     """Summary metrics at step 0, each series as steps 0..n-1 (or its own steps, for a series of
     (step, value) pairs: train=accuracy's epochs), tags and artifact files.
 
     Summary metrics are logged to SHOWN_DIGITS significant digits, since the UI's runs table
-    prints every stored digit; the series (step times, NVML samples) keep theirs.
+    prints every stored digit; the series (step times, NVML samples) keep theirs. Every metric
+    gets timestamp_ms (default: now): MLflow keeps one of identical metrics, so logging a kept
+    result again adds nothing.
     """
     from mlflow.entities import Metric, RunTag
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
-    now = int(time.time() * 1000)
+    now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     batch = [Metric(k, shown(v), now, 0) for k, v in metrics.items()]
     for key, values in series.items():
         pairs = [v if isinstance(v, (tuple, list)) else (i, v) for i, v in enumerate(values)]
@@ -199,7 +301,8 @@ def log_results(
         client.log_artifact(run_id, path)
 
 
-def end_run(uri: str, run_id: str, ok: bool, tags: Mapping[str, str] = {}, killed: bool = False) -> None:
+def end_run(uri: str, run_id: str, ok: bool, tags: Mapping[str, str] = {}, killed: bool = False,
+            end_time_ms: Optional[int] = None) -> None:
     from mlflow.entities import RunStatus
     from mlflow.tracking import MlflowClient
 
@@ -207,50 +310,90 @@ def end_run(uri: str, run_id: str, ok: bool, tags: Mapping[str, str] = {}, kille
     for key, value in tags.items():
         client.set_tag(run_id, key, value)
     status = RunStatus.KILLED if killed else RunStatus.FINISHED if ok else RunStatus.FAILED
-    client.set_terminated(run_id, RunStatus.to_string(status))
+    client.set_terminated(run_id, RunStatus.to_string(status), end_time=end_time_ms)
 
 
 @contextlib.contextmanager
-def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str],
-           parent_run_id: Optional[str] = None, continue_run_id: Optional[str] = None) -> Iterator[str]:
+def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str], parent_run_id: Optional[str] = None,
+           continue_run_id: Optional[str] = None, kept: Optional[Path] = None) -> Iterator[str]:
     """A run's one lifecycle: open it, yield its id, and close it by how the block ended.
 
     continue_run_id: a run to mark RUNNING again and go on with (train=accuracy's resume),
     instead of a new one; its params stay as they were logged. mlflow.run_id: a run made for
-    this job before it started (cluster=slurm), which it records into.
+    this job before it started (cluster=slurm), which it records into. kept: where the block
+    keeps the run's result on disk (rn50/upload.py), named when the store fails to close the run.
 
     FINISHED when the block returns; FAILED with `failure` (the RunFailed's kind, `config`
     for a config that cannot run, `stopped` for a rank that torchrun or srun stopped, else
-    `error`) and a one-line `error` tag; KILLED on Ctrl-C or SIGTERM to the launcher; still
-    RUNNING, tagged requeued, when SLURM requeued its job (train=accuracy resumes it).
+    `error`) and a one-line `error` tag; KILLED on Ctrl-C, SIGTERM or SIGHUP to the launcher;
+    still RUNNING, tagged requeued, when SLURM requeued its job (train=accuracy resumes it).
+    A store that fails while a failed run is closed leaves it as it was: the block's own error
+    is the one reported.
     """
     uri = cfg.mlflow.tracking_uri
-    if continue_run_id:
-        continue_run(uri, continue_run_id, tags)
-        run_id = continue_run_id
-        if cfg.mlflow.run_id and cfg.mlflow.run_id != run_id:  # made for this job, which goes on elsewhere
-            from mlflow.tracking import MlflowClient
-
-            MlflowClient(uri).delete_run(cfg.mlflow.run_id)
-    elif cfg.mlflow.run_id:
-        run_id = adopt(cfg, tags)
-    else:
-        run_id = start_run(cfg, run_name, tags, parent_run_id)
     try:
+        if continue_run_id:
+            continue_run(uri, continue_run_id, tags)
+            run_id = continue_run_id
+            if cfg.mlflow.run_id and cfg.mlflow.run_id != run_id:  # made for this job, which goes on elsewhere
+                from mlflow.tracking import MlflowClient
+
+                MlflowClient(uri).delete_run(cfg.mlflow.run_id)
+        elif cfg.mlflow.run_id:
+            run_id = adopt(cfg, tags)
+        else:
+            run_id = start_run(cfg, run_name, tags, parent_run_id, params=False)
+    except Rn50Error:
+        raise
+    except Exception as exc:  # a server that answers /health but refuses a write
+        raise Rn50Error(f"mlflow.tracking_uri={uri} cannot record a run: {first_line(exc)}") from None
+    from mlflow.tracking import MlflowClient
+
+    try:
+        if not (continue_run_id or cfg.mlflow.run_id):  # in the block: an interruption here still closes the run
+            log_params(MlflowClient(uri), run_id, config_params(cfg))
         yield run_id
     except Requeued:  # SLURM starts the job again, and it goes on with this run
-        from mlflow.tracking import MlflowClient
-
         MlflowClient(uri).set_tag(run_id, "requeued", "true")
         raise
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM to the launcher (Interrupted)
-        end_run(uri, run_id, ok=False, killed=True)
-        exc.note = f"run {run_id} marked KILLED"
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM or SIGHUP to the launcher (Interrupted)
+        closed = close_failed(uri, run_id, killed=True)
+        exc.note = f"run {run_id} marked KILLED" if closed else f"run {run_id} left open: the store failed"
         raise
     except BaseException as exc:
-        end_run(uri, run_id, ok=False, tags=failure_tags(exc))
+        close_failed(uri, run_id, failure_tags(exc), getattr(exc, "log", None))
         raise
-    end_run(uri, run_id, ok=True)
+    with logging_kept(uri, kept):
+        end_run(uri, run_id, ok=True)
+
+
+def close_failed(uri: str, run_id: str, tags: Mapping[str, str] = {}, log: Optional[str] = None,
+                 killed: bool = False) -> bool:
+    """Mark a run FAILED (or KILLED) with its failure's tags, and attach `log` (the failing rank's
+    output) where the artifact store takes it; False where the store fails to close the run."""
+    from mlflow.tracking import MlflowClient
+
+    with contextlib.suppress(Exception):
+        if log:
+            MlflowClient(uri).log_artifact(run_id, log)
+    try:
+        end_run(uri, run_id, ok=False, tags=tags, killed=killed)
+        return True
+    except Exception:
+        return False
+
+
+@contextlib.contextmanager
+def logging_kept(uri: str, kept: Optional[Path]) -> Iterator[None]:
+    """A store that fails in the block (logging a run's kept result, or closing its run) is one
+    line that names the kept result and the command that logs it later."""
+    try:
+        yield
+    except Exception as exc:
+        if kept is None or not kept.is_file():
+            raise
+        raise RunFailed(f"mlflow.tracking_uri={uri} failed while logging the result ({first_line(exc)}); it is "
+                        f"kept in {kept}: `python -m rn50.upload {kept}` logs it", kind="logging") from exc
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ series and the launcher logs them (rn50/results.py, rn50/tracking.py).
 """
 
 import json
+import math
 import os
 import socket
 import time
@@ -16,7 +17,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from rn50 import data, environment, precision, resume
+from rn50 import data, environment, optimizers, precision, resume
 from rn50.errors import Requeued
 from rn50.progress import EpochProgress
 from rn50.recipe import AccuracyModule
@@ -111,9 +112,14 @@ class EpochRecord(pl.Callback):
 
     def on_train_epoch_end(self, trainer, pl_module):
         loss = pl_module.epoch_loss()
+        epoch = trainer.current_epoch + 1
+        if not math.isfinite(loss):  # before ModelCheckpoint (Lightning runs it last): the good one stays
+            kept = f"the last good checkpoint (epoch {epoch - 1}) is kept in {resume.CHECKPOINT_DIR}/" if epoch > 1 \
+                else "no checkpoint was written"
+            raise Diverged(f"training diverged at epoch {epoch}: mean loss {loss}; {kept}; lower optim.lr")
         now = self._now(pl_module)
         train_s = (self._train_end or now) - self._started
-        row = {"epoch": trainer.current_epoch + 1, "train/loss": loss,
+        row = {"epoch": epoch, "train/loss": loss, **scaler_figures(trainer),
                "train/images_per_sec": trainer.num_training_batches * self.global_batch / train_s,
                "time/epoch_s": now - self._started, "time/eval_s": now - self._train_end if self._train_end else 0.0,
                "time/elapsed_s": self.wall_s + now - self._started}
@@ -138,9 +144,25 @@ class EpochRecord(pl.Callback):
 
     def series(self) -> Dict[str, List[tuple]]:
         """Each per-epoch metric as (epoch, value) pairs; val/* only for the epochs evaluated."""
-        keys = ("train/loss", "train/images_per_sec", "time/epoch_s", "time/eval_s", "time/checkpoint_s",
+        keys = ("train/loss", "train/skipped_steps", "train/loss_scale", "train/images_per_sec", "time/epoch_s", "time/eval_s", "time/checkpoint_s",
                 "time/elapsed_s", "val/top1", "val/top5")
         return {k: [(int(r["epoch"]), r[k]) for r in self.history if k in r] for k in keys}
+
+
+class Diverged(RuntimeError):
+    """An epoch's loss was not finite: the run fails (failure=diverged), its checkpoint stays."""
+
+
+def scaler_figures(trainer) -> Dict[str, float]:
+    """The epoch's steps the loss scaler skipped and its scale at the epoch's end; none without a
+    scaler. Read at the epoch's end, where the host waits for the device anyway."""
+    scaler = getattr(trainer.precision_plugin, "scaler", None)
+    if scaler is None:
+        return {}
+    figures = {"train/loss_scale": float(scaler.get_scale())}
+    if hasattr(scaler, "take_skipped"):  # rn50's scalers; a user's own may not count
+        figures["train/skipped_steps"] = float(sum(scaler.take_skipped()))
+    return figures
 
 
 def checkpoint_to_load(cfg, out: Path) -> Optional[str]:
@@ -169,7 +191,7 @@ def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     pl.seed_everything(cfg.seed, verbose=False)
     world = cfg.dist.nodes * cfg.dist.gpus_per_node
     global_batch = cfg.data.batch_size * world
-    fused = cfg.optim.fused if cfg.optim.fused is not None else device_type == "cuda"
+    fused = optimizers.fused_default(cfg.optim, device_type)
     datamodule = data.build(cfg)
     model = AccuracyModule(cfg.model, cfg.optim, cfg.train, global_batch, datamodule.steps_per_epoch(world), fused)
     t = cfg.train

@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 import rn50.schema  # noqa: F401,E402  registers the schema Hydra composes into
-from slurm_cluster import slurm_cluster  # noqa: F401,E402  one SLURM test cluster for the session
+from slurm_cluster import slurm_cluster, slurm_two_nodes  # noqa: F401,E402  SLURM test clusters for the session
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
@@ -92,9 +92,11 @@ def make_tree(root, classes=3, per_class=4, size=(80, 60)):
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (pyproject's addopts), tests that share an expensive fixture run on one
-    worker: the SLURM cluster, and the wheelhouse built once for its module."""
+    worker: each SLURM cluster, and the wheelhouse built once for its module."""
     for item in items:
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif "slurm_two_nodes" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm_two_nodes"))
         elif item.module.__name__ == "test_wheelhouse":
             item.add_marker(pytest.mark.xdist_group("wheelhouse"))

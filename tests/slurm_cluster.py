@@ -1,21 +1,30 @@
-"""A real one-node SLURM cluster on this machine, for tests that submit jobs with sbatch/srun.
+"""Real SLURM clusters on this machine, for tests that submit jobs with sbatch/srun.
 
-The session-scoped fixture `slurm_cluster` runs its own munged, slurmctld and slurmd from a
-temp dir (config, key, sockets, state, logs), so it needs neither the system's munge or SLURM
-config nor their services; it stops them at the end of the session.
+The session-scoped fixture `slurm_cluster` is one node on localhost; `slurm_two_nodes` is a
+login host and two nodes, each a host of its own on a test network (tests/netns.py): slurmctld
+and an MLflow server (launchers/mlflow_server.sh) run on the login host, one slurmd on each
+node, and the cluster's commands (sbatch, python -m rn50) are run on the login host. Each
+cluster runs its own munged, slurmctld and slurmd(s) from a temp dir (config, key, sockets,
+state, logs), so it needs neither the system's munge or SLURM config nor their services; it
+stops them at the end of the session.
 
-tests/conftest.py imports the fixture, so all test modules share one cluster.
+tests/conftest.py imports the fixtures, so all test modules share each cluster.
 """
+import functools
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Dict, List, Optional
 
 import pytest
+
+import netns
 
 # The daemons live in sbin, which a non-root PATH often lacks.
 SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
@@ -27,13 +36,25 @@ CPUS = 8
 START_TIMEOUT_S = 60
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _here(argv: List[str]) -> List[str]:
+    return list(argv)
+
+
 @dataclass
 class SlurmCluster:
     env: dict  # for sbatch/srun/sinfo: SLURM_CONF points here, no inherited SLURM_* job variables
     partition: str
     cpus: int
-    node: str  # the node's name, which is also SLURM_NODELIST in a job
+    node: str  # the (first) node's name, which is also SLURM_NODELIST in a job of one node
     workdir: Path  # slurm.conf and the daemons' logs (*.log); removed at the end of the session
+    nodes: List[str] = field(default_factory=list)  # every node's name (its hostname)
+    login: Callable[[List[str]], List[str]] = _here  # argv run where sbatch reaches slurmctld
+    network: Optional["netns.Network"] = None  # the test network of a cluster of several hosts
+    tracking_uri: str = ""  # the login host's MLflow server, where it has one
+    mlflow_dir: Optional[Path] = None  # that server's sqlite store (mlflow.db) and artifacts/
 
 
 def _free_port() -> int:
@@ -43,23 +64,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _slurm_conf(d: Path, node: str, munge_socket: Path) -> str:
-    ctld_port = _free_port()
-    slurmd_port = _free_port()
-    while slurmd_port == ctld_port:
-        slurmd_port = _free_port()
+def _slurm_conf(d: Path, controller: str, nodes: Dict[str, str], munge_socket: Path,
+                ctld_port: int, slurmd_port: int) -> str:
+    """controller: SlurmctldHost's value; nodes: each node's name and address."""
+    node_lines = "".join(f"NodeName={name} NodeAddr={addr} CPUs={CPUS} RealMemory=1024 State=UNKNOWN\n"
+                         for name, addr in nodes.items())
     return f"""\
 ClusterName=rn50test
-SlurmctldHost={node}(127.0.0.1)
+SlurmctldHost={controller}
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
 AuthType=auth/munge
 AuthInfo=socket={munge_socket}
 SlurmUser=root
 StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool
+SlurmdSpoolDir={d}/spool-%n
 SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd.pid
+SlurmdPidFile={d}/slurmd-%n.pid
 # No cgroups: plain process tracking works in containers and sandboxes too.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -74,8 +95,7 @@ MpiDefault=none
 AccountingStorageType=accounting_storage/none
 # Without a mailer the default MailProg is missing, and slurmctld logs that as an error.
 MailProg=/bin/true
-NodeName={node} NodeAddr=127.0.0.1 CPUs={CPUS} RealMemory=1024 State=UNKNOWN
-PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+{node_lines}PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
 
@@ -90,10 +110,11 @@ class _Daemons:
     def __init__(self, d: Path, env: dict):
         self.dir, self.env, self.procs = d, env, {}
 
-    def start(self, name: str, *args: str) -> None:
+    def start(self, name: str, *args: str, on: Callable[[List[str]], List[str]] = _here, binary: str = "") -> None:
+        """The daemon `binary` (default: name) with args, run as on(argv): on a host of a test network."""
         with open(self.dir / f"{name}.log", "wb") as log:
             self.procs[name] = subprocess.Popen(
-                [shutil.which(name, path=SEARCH_PATH), *args],
+                on([shutil.which(binary or name, path=SEARCH_PATH), *args]),
                 env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             )
 
@@ -105,13 +126,13 @@ class _Daemons:
     def log_tail(self, name: str) -> str:
         return _tail(self.dir / f"{name}.log")
 
-    def wait_for(self, what: str, ready) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
+    def wait_for(self, what: str, ready, timeout_s: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
         while not ready():
             self.check_alive()
             if time.monotonic() > deadline:
                 logs = "\n".join(f"--- {n}.log\n{self.log_tail(n)}" for n in self.procs)
-                pytest.fail(f"SLURM test cluster: no {what} after {START_TIMEOUT_S} s\n{logs}")
+                pytest.fail(f"SLURM test cluster: no {what} after {timeout_s} s\n{logs}")
             time.sleep(0.2)
 
     def stop(self) -> None:
@@ -125,26 +146,30 @@ class _Daemons:
                 proc.wait()
 
 
-def _node_state(env: dict) -> str:
-    out = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%t"],
+def _node_states(env: dict, on=_here) -> List[str]:
+    out = subprocess.run(on(["sinfo", "--noheader", "--Node", "--format=%t"]),
                          env=env, capture_output=True, text=True)
-    return out.stdout.strip()
+    return out.stdout.split()
 
 
-def _cancel_jobs(env: dict) -> None:
+def _cancel_jobs(env: dict, on=_here) -> None:
     """Cancel what tests left running and wait for it to end: slurmstepd outlives slurmd otherwise."""
-    subprocess.run(["scancel", f"--partition={PARTITION}"], env=env, capture_output=True)
+    subprocess.run(on(["scancel", f"--partition={PARTITION}"]), env=env, capture_output=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        out = subprocess.run(["squeue", "--noheader"], env=env, capture_output=True, text=True)
+        out = subprocess.run(on(["squeue", "--noheader"]), env=env, capture_output=True, text=True)
         if out.returncode != 0 or not out.stdout.strip():
             return
         time.sleep(0.5)
 
 
+def _missing() -> List[str]:
+    return [b for b in BINARIES if shutil.which(b, path=SEARCH_PATH) is None]
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    missing = [b for b in BINARIES if shutil.which(b, path=SEARCH_PATH) is None]
+    missing = _missing()
     if missing:
         pytest.skip(f"SLURM/munge not installed (missing {', '.join(missing)}); .ci/run installs them")
 
@@ -152,33 +177,88 @@ def slurm_cluster():
         yield from _run_cluster(Path(tmp))
 
 
-def _run_cluster(d: Path):
-    # munged wants every directory above its socket open to all: hence not pytest's tmp_path (0700).
-    d.chmod(0o755)
-    (d / "state").mkdir()
-    (d / "spool").mkdir()
-    # A key of our own: the packaged /etc/munge/munge.key may be missing or owned by user munge.
+@pytest.fixture(scope="session")
+def slurm_two_nodes():
+    """login, node1 and node2 on a test network; the login host also serves MLflow."""
+    missing = _missing()
+    if missing:
+        pytest.skip(f"SLURM/munge not installed (missing {', '.join(missing)}); .ci/run installs them")
+    with netns.network_of(["login", "node1", "node2"]) as net, \
+            tempfile.TemporaryDirectory(prefix="rn50-slurm2-") as tmp:
+        yield from _run_cluster(Path(tmp), net)
+
+
+def _key(d: Path) -> Path:
+    """A munge key of our own: the packaged /etc/munge/munge.key may be missing or owned by user munge."""
     key = d / "munge.key"
     fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(os.urandom(1024))
+    return key
+
+
+def _run_cluster(d: Path, net: Optional["netns.Network"] = None):
+    """One node on localhost, or (net) slurmctld on net's login host and a slurmd on each other host."""
+    # munged wants every directory above its socket open to all: hence not pytest's tmp_path (0700).
+    d.chmod(0o755)
+    (d / "state").mkdir()
+    key = _key(d)
+    # Every host reaches munged by this path: a test network's hosts share the file system.
     munge_socket = d / "munge.socket"
-    node = socket.gethostname().split(".")[0]  # what slurmd takes as its node name
+    if net is None:
+        node = socket.gethostname().split(".")[0]  # what slurmd takes as its node name
+        controller, nodes, login = f"{node}(127.0.0.1)", {node: "127.0.0.1"}, _here
+        ports = [_free_port(), _free_port()]
+        while ports[1] == ports[0]:
+            ports[1] = _free_port()
+    else:
+        login_host = net.hosts["login"]
+        controller = f"{login_host.name}({login_host.address})"
+        nodes = {h.name: h.address for h in net.hosts.values() if h is not login_host}
+        login = functools.partial(net.argv, "login")
+        ports = [6817, 6818]  # SLURM's own: each host has its ports to itself
+    for name in nodes:
+        (d / f"spool-{name}").mkdir()
     conf = d / "slurm.conf"
-    conf.write_text(_slurm_conf(d, node, munge_socket))
+    conf.write_text(_slurm_conf(d, controller, nodes, munge_socket, *ports))
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
     env["SLURM_CONF"] = str(conf)
     daemons = _Daemons(d, env)
     try:
         daemons.start("munged", "--foreground", f"--socket={munge_socket}", f"--key-file={key}",
-                      f"--pid-file={d}/munged.pid", f"--seed-file={d}/munged.seed")
+                      f"--pid-file={d}/munged.pid", f"--seed-file={d}/munged.seed", on=login)
         daemons.wait_for("munge socket", munge_socket.exists)
-        daemons.start("slurmctld", "-D", "-f", str(conf))
-        daemons.start("slurmd", "-D", "-f", str(conf))
-        daemons.wait_for("idle node", lambda: _node_state(env) == "idle")
-        yield SlurmCluster(env=env, partition=PARTITION, cpus=CPUS, node=node, workdir=d)
+        daemons.start("slurmctld", "-D", "-f", str(conf), on=login)
+        for name in nodes:
+            on = _here if net is None else functools.partial(net.argv, name)
+            daemons.start(f"slurmd-{name}" if net else "slurmd", "-D", "-f", str(conf), on=on, binary="slurmd")
+        daemons.wait_for("idle nodes", lambda: _node_states(env, login) == ["idle"] * len(nodes))
+        cluster = SlurmCluster(env=env, partition=PARTITION, cpus=CPUS, node=next(iter(nodes)), workdir=d,
+                               nodes=list(nodes), login=login, network=net)
+        if net is not None:
+            cluster.mlflow_dir = d / "mlflow"
+            cluster.tracking_uri = _serve_mlflow(daemons, net, cluster.mlflow_dir)
+        yield cluster
     finally:
-        if "slurmd" in daemons.procs:
-            _cancel_jobs(env)
+        if any(name.startswith("slurmd") for name in daemons.procs):
+            _cancel_jobs(env, login)
         daemons.stop()
+
+
+def _serve_mlflow(daemons: _Daemons, net: "netns.Network", folder: Path) -> str:
+    """launchers/mlflow_server.sh on the login host, bound to its address on the test network."""
+    folder.mkdir()
+    address = net.hosts["login"].address
+    daemons.env = {**daemons.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{daemons.env['PATH']}"}
+    daemons.start("mlflow", "--host", address, "--port", "5000", "--workers", "1",
+                  "--backend", f"sqlite:///{folder}/mlflow.db", "--artifacts", str(folder / "artifacts"),
+                  on=functools.partial(net.argv, "login"), binary=str(ROOT / "launchers" / "mlflow_server.sh"))
+    uri = f"http://{net.hosts['login'].name}:5000"
+    probe = f"import urllib.request; urllib.request.urlopen({uri + '/health'!r}, timeout=5)"
+
+    def answers() -> bool:
+        return subprocess.run(net.argv("login", [sys.executable, "-c", probe]), capture_output=True).returncode == 0
+
+    daemons.wait_for("MLflow server", answers, timeout_s=180)  # its first start makes the store's schema
+    return uri

@@ -6,6 +6,7 @@ import csv
 import pytest
 
 from rn50 import batch_search
+from rn50.launch import set_num_classes
 from rn50.batch_search import NoBatchFits, find_batch
 
 
@@ -116,6 +117,7 @@ def test_real_probe_on_the_cpu_picks_a_batch_and_frees_the_search(compose_cfg, c
 
     cfg = validate(compose_cfg(["dist.accelerator=cpu", "model=resnet18", "data.image_size=32",
                                 "precision=fp32", "data.batch_size=auto"]))
+    set_num_classes(cfg)  # as the launcher's preflight does
     # Two probes of one step: batch 2, then 4 (the cap); (2 + 4) / 2 snaps to 4, already probed.
     limits = batch_search.Limits(start=2, max_batch=4, multiple=2, warmup_steps=0, steps=1, step_budget=4)
     result = batch_search.resolve_auto_batch(cfg, "cpu", limits)

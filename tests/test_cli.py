@@ -72,6 +72,9 @@ def test_no_arguments_on_a_host_without_a_gpu_finish_with_a_cpu_figure_labelled_
     assert (p["bench.warmup_steps"], p["bench.steps"]) == (str(profile.bench.warmup_steps), str(profile.bench.steps))
     assert (t["accelerator"], t["gpu_model"]) == ("cpu", "none")
     assert m["throughput/images_per_sec"] > 0 and m["cpu/utilization_pct"] > 0
+    # It trained: the profile's window starts after SGD's first overshoot, so its loss falls.
+    assert m["train/loss_fell"] == 1 and m["train/loss_last"] < m["train/loss_first"], m
+    assert "did not fall" not in proc.stderr
     assert f"resnet50-fp32-1n1g-bs{profile.data.batch_size}-cpu: " in proc.stderr  # the headline
 
 
@@ -101,15 +104,20 @@ def test_auto_falls_back_to_cpu_and_keeps_the_profiler_report(tmp_path):
     assert run.data.params["profiler.name"] == "simple"
 
 
-def test_a_run_out_of_memory_is_marked_failed(tmp_path):
+def test_a_run_out_of_memory_is_marked_failed_in_one_line(tmp_path):
     # A batch no allocator can hold: a real out-of-memory error, from the CPU allocator here.
     proc = rn50(tmp_path, *TINY, "data.batch_size=100000000")
     assert proc.returncode == 1
-    errors = [l for l in proc.stderr.splitlines() if l.startswith("rn50: error:")]
-    assert len(errors) == 1 and "allocate memory" in errors[0]
     run = only_run(tmp_path)
+    log = Path(run.data.tags["output_dir"]) / "rank0.log"
+    errors = [l for l in proc.stderr.splitlines() if "error" in l.lower()]
+    assert len(errors) == 1 and errors[0].startswith("rn50: error: rank 0 failed: oom at data.batch_size=100000000: ")
+    assert "allocate memory" in errors[0] and errors[0].endswith(f"; traceback in {log}")
+    assert "Traceback" not in proc.stderr and "Traceback" in log.read_text()  # the rank's output is in its log
     assert run.info.status == "FAILED"
     assert run.data.tags["failure"] == "oom"
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    assert "rank0.log" in {a.path for a in client.list_artifacts(run.info.run_id)}
 
 
 BAD = {

@@ -1,7 +1,6 @@
-"""Beyond one host: cluster=slurm on a real one-node SLURM cluster, cluster=torchrun with two
-torchrun node processes on localhost, and the dry runs that print what each would start."""
+"""Beyond one host: cluster=slurm on a real one-node SLURM cluster, cluster=torchrun's checks, and
+the dry runs that print what each would start. Runs across two hosts: tests/test_multi_node.py."""
 
-import csv
 import os
 import shutil
 import socket
@@ -95,27 +94,6 @@ def test_slurm_errors_come_before_submission(slurm_cluster, tmp_path):
     assert proc.returncode == 2 and "is unreachable" in one_error(proc.stderr)
     assert job_ids(slurm_cluster) <= before and not runs_in(tmp_path)
     assert not list(tmp_path.rglob(".submitit")), "a job folder was made: something was submitted"
-
-
-def test_two_torchrun_nodes_make_one_run(tmp_path):
-    with socket.socket() as s:  # a free port for the rendezvous
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
-                "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=test-two-nodes",
-                "-m", "rn50", "cluster=torchrun", *TINY, "dist.nodes=2", "dist.gpus_per_node=1"]
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    nodes = [subprocess.Popen(torchrun, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for _ in range(2)]
-    outputs = [node.communicate(timeout=300)[0] for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
-    (run,) = runs_in(tmp_path)
-    assert run.info.status == "FINISHED"
-    assert (run.data.tags["world_size"], run.data.tags["nodes"], run.data.tags["cluster"]) == ("2", "2", "torchrun")
-    ranks = list(csv.DictReader(open(Path(run.data.tags["output_dir"]) / "ranks.csv")))
-    assert [(r["rank"], r["node_rank"]) for r in ranks] == [("0", "0"), ("1", "1")]
-    assert all(float(r["process_cpu_pct"]) > 0 for r in ranks)
 
 
 def test_torchrun_world_must_match_dist(compose_cfg, monkeypatch):

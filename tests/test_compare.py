@@ -30,7 +30,8 @@ def store(tmp_path_factory):
     client = MlflowClient(uri)
     parent = tracking.start_run(cfg, "sweep", {report.ROLE_TAG: "sweep"}, params=False)
 
-    def run(side, batch, ips, low=None, high=None, status="FINISHED", profiler="none", parent_id=None, older=False):
+    def run(side, batch, ips, low=None, high=None, status="FINISHED", profiler="none", parent_id=None, older=False,
+            proof=None):
         p = {**params, "data.batch_size": str(batch), "profiler.name": profiler}
         if older:  # as an rn50 from before the data.dali keys logged it
             p = {k: v for k, v in p.items() if not k.startswith("data.dali.")}
@@ -45,6 +46,8 @@ def store(tmp_path_factory):
         metrics = {"throughput/images_per_sec": ips}
         if low is not None:
             metrics.update({"throughput/images_per_sec_min": low, "throughput/images_per_sec_max": high})
+        if proof:  # what an rn50 that proves its runs trained logs: loss first, loss last, skipped in the window
+            metrics.update(zip(("train/loss_first", "train/loss_last", "train/skipped_steps_window"), proof))
         tracking.log_results(uri, run_id, metrics)
         client.set_terminated(run_id, status)
         return run_id
@@ -55,8 +58,8 @@ def store(tmp_path_factory):
     run("regress", 64, 900.0)
     run("regress", 128, 1790.0)
     run("noise", 128, 1620.0, 1550.0, 1850.0)
-    run("faster", 256, 2750.0)
-    run("faster", 256, 2800.0)
+    run("faster", 256, 2750.0, proof=(7.1, 0.0021, 0.0))
+    run("faster", 256, 2800.0, proof=(7.2, 0.0534, 1.0))
     run("faster", 256, 9000.0, status="FAILED")  # neither a failed run
     run("faster", 256, 9000.0, profiler="ncu")  # nor an ncu run has a benchmark figure
     other = run("other", 512, 3000.0)
@@ -90,8 +93,8 @@ def test_a_ten_percent_regression_fails_the_command(store):
     assert proc.returncode == 1, proc.stderr
     rows = table_rows(proc.stdout)
     assert list(rows) == ["resnet50 amp bs64 1n1g", "resnet50 amp bs128 1n1g"]
-    assert rows["resnet50 amp bs64 1n1g"].endswith("| 1000 | 900.0 | 0.900 | slower (regression) |")
-    assert rows["resnet50 amp bs128 1n1g"].endswith("| 0.994 | same |")
+    assert rows["resnet50 amp bs64 1n1g"].endswith("| 1000 | 900.0 | 0.900 | slower (regression) | not recorded | not recorded |")
+    assert rows["resnet50 amp bs128 1n1g"].endswith("| 0.994 | same | not recorded | not recorded |")
     assert "2 points, tolerance 3.0%: 1 same, 1 slower (regression)" in proc.stdout
     assert proc.stderr.strip() == "rn50.compare: 1 regression(s): resnet50 amp bs64 1n1g"
     assert (store["folder"] / "compare.png").read_bytes()[:4] == b"\x89PNG"
@@ -101,17 +104,20 @@ def test_a_drop_inside_both_runs_window_spread_is_noise(store, capsys):
     code, out, _ = run_main(cli(store, store["parent"], "tags.side = 'noise'"), capsys)
     assert code == 0
     (row,) = table_rows(out).values()
-    assert row == "| resnet50 amp bs128 1n1g | 1800 (1600–1900) | 1620 (1550–1850) | 0.900 | within noise |"
+    assert row == ("| resnet50 amp bs128 1n1g | 1800 (1600–1900) | 1620 (1550–1850) | 0.900 | within noise "
+                   "| not recorded | not recorded |")
 
 
 def test_an_improvement_counts_the_median_of_finished_unprofiled_runs(store, capsys):
     code, out, _ = run_main(cli(store, store["parent"], "tags.side = 'faster'"), capsys)
     assert code == 0
     (row,) = table_rows(out).values()
-    assert row == "| resnet50 amp bs256 1n1g | 2500 | 2775 (2750–2800), 2 runs | 1.110 | faster |"
+    # Runs from before rn50 proved training say so; of two that did, the one that learned least shows.
+    assert row == ("| resnet50 amp bs256 1n1g | 2500 | 2775 (2750–2800), 2 runs | 1.110 | faster | not recorded "
+                   "| 7.2 -> 0.0534, 1 skipped |")
     # A wider tolerance calls the same figures the same.
     code, out, _ = run_main(cli(store, store["parent"], "tags.side = 'faster'", tolerance=0.2), capsys)
-    assert code == 0 and table_rows(out)["resnet50 amp bs256 1n1g"].endswith("| same |")
+    assert code == 0 and table_rows(out)["resnet50 amp bs256 1n1g"].endswith("| same | not recorded | 7.2 -> 0.0534, 1 skipped |")
 
 
 @pytest.mark.parametrize("base, candidate, message", [

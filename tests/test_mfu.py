@@ -3,7 +3,7 @@
 import pytest
 
 from rn50 import mfu
-from rn50.static_scaler import StaticGradScaler
+from rn50.scalers import StaticGradScaler
 
 
 def test_resnet50_flops_per_image():

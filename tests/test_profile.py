@@ -12,6 +12,7 @@ from torch.autograd import DeviceType
 
 from conftest import TINY, rn50, runs_in
 from rn50 import data, precision
+from rn50.launch import set_num_classes
 from rn50.model import ResNetModule
 from rn50.nvtx import NvtxRanges
 from rn50.profile import (KINDS, Span, classify, device_work, host_work, kernel_table, step_window,
@@ -117,6 +118,7 @@ def test_work_and_window_are_picked_from_profiler_events():
 
 def test_nvtx_ranges_nest_and_balance_in_lightnings_hook_order(compose_cfg):
     cfg = compose_cfg(TINY)
+    set_num_classes(cfg)  # as the launcher's preflight does
     calls = []
     ranges = NvtxRanges(push=calls.append, pop=lambda: calls.append("pop"))
     trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=2, callbacks=[ranges], logger=False,

@@ -3,6 +3,7 @@
 import contextlib
 
 from conftest import TINY
+from rn50.launch import set_num_classes
 from rn50.ncu_range import NcuRange
 from rn50.nvtx import NvtxRanges
 from rn50.profile import TorchProfile
@@ -44,6 +45,7 @@ def test_one_rank_in_this_process(compose_cfg, tmp_path):
     """The fast smoke test of a rank: every measured step is in the result rank 0 returns."""
     cfg = validate(compose_cfg(TINY + ["precision=fp32", "bench.repeats=2"]))
     cfg.dist.accelerator = Accelerator.cpu
+    set_num_classes(cfg)  # as the launcher's preflight does
     (zero,) = run_rank(cfg, tmp_path)
     assert [len(w.step_ms) for w in zero.windows] == [2, 2]
     assert all(w.seconds > 0 for w in zero.windows) and zero.first_step_at > 0
@@ -98,6 +100,7 @@ def test_the_rank_builds_and_trains_inside_its_pipelines_stream(compose_cfg, tmp
     monkeypatch.setattr(pipelines.Synthetic, "training_stream", recording)
     monkeypatch.setattr(rank, "ResNetModule", Module)
     cfg = validate(compose_cfg(TINY + ["precision=fp32"]))
+    set_num_classes(cfg)  # as the launcher's preflight does
     cfg.dist.accelerator = Accelerator.cpu
     run_rank(cfg, tmp_path)
     assert seen == [("built", True), ("trained", True)] and not inside

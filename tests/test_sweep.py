@@ -107,7 +107,16 @@ def test_failed_points_do_not_stop_the_sweep(tmp_path):
     assert failures[("synthetic", "100000000")] == ("FAILED", "oom")
     assert failures[("imagefolder", "2")] == ("FAILED", "error")
     assert failures[("imagefolder", "100000000")] == ("FAILED", "config")
-    assert bad.name in by_point[("imagefolder", "2")].data.tags["error"]
+    corrupt, oom = by_point[("imagefolder", "2")], by_point[("synthetic", "100000000")]
+    log = Path(corrupt.data.tags["output_dir"]) / "rank0.log"
+    assert re.fullmatch(rf"rank 0 failed: corrupt image {re.escape(str(bad))} \(.+\); remove or replace it; "
+                        rf"traceback in {re.escape(str(log))}", corrupt.data.tags["error"]), corrupt.data.tags["error"]
+    assert oom.data.tags["error"].startswith("rank 0 failed: oom at data.batch_size=100000000: ")
+    # One line per failed point; the tracebacks and Lightning's warnings are in the ranks' logs.
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("rn50: error:")]
+    assert len(errors) == 4 and errors[:2] == [f"rn50: error: {oom.data.tags['error']}",
+                                               f"rn50: error: {corrupt.data.tags['error']}"], proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "Traceback" in log.read_text()
 
     rows = list(csv.DictReader(open(Path(parent.data.tags["sweep.dir"]) / "sweep_report.csv")))
     assert sorted(r["status"] for r in rows) == ["FAILED (config)", "FAILED (error)", "FAILED (oom)", "FINISHED"]

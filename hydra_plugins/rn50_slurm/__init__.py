@@ -90,5 +90,5 @@ class SlurmLauncher(SubmititSlurmLauncher):
             return result
         if not os.environ.get(PARENT_ENV):  # one run, not a sweep: its failure is the command's
             raise slurm_jobs.failed(job, cfg, run_id)
-        log.warning("SLURM job %s failed; its run's error tag says why", job.job_id)
+        log.warning("%s", slurm_jobs.failed(job, cfg, run_id))  # one line, the run's own error; the sweep goes on
         return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)

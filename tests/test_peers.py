@@ -1,0 +1,55 @@
+"""The pieces of a run across hosts that need no second host: which rank a failed collective lost,
+dist.interface, how a SLURM job's end is told, and the Multi-node page's commands."""
+
+from pathlib import Path
+
+from conftest import ROOT
+from rn50 import peers
+from rn50.slurm_jobs import why_ended
+
+
+def test_a_peers_address_in_gloo_error_names_its_rank_and_node(monkeypatch):
+    monkeypatch.setattr(peers, "_roster", [
+        peers.Peer(0, 0, "node1", frozenset({"198.18.29.11"})), peers.Peer(1, 1, "node2", frozenset({"198.18.29.12"})),
+        peers.Peer(2, 1, "node2", frozenset({"198.18.29.12"}))])
+    closed = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer "
+              "[198.18.29.12]:56502. This is typically caused by a remote worker crashing. Check the logs. GLHF!")
+    assert peers.lost(closed) == "lost one of ranks 1, 2 on node2 (node 1): Connection closed by peer [198.18.29.12]:56502"
+    reset = "[../gloo/transport/tcp/pair.cc:534] Read error [198.18.29.11]:55463: Connection reset by peer"
+    monkeypatch.setattr(peers, "_roster", peers._roster[:2])
+    assert peers.lost(reset.replace("29.11", "29.12")) == (
+        "lost rank 1 on node2 (node 1): Read error [198.18.29.12]:55463: Connection reset by peer")
+    assert peers.lost(reset) is None  # this process's own address (rank 0 is not initialized: it is rank 0)
+    assert peers.lost("CUDA out of memory") is None
+    assert peers.lost("Read error [203.0.113.9]:1: Connection reset by peer") is None  # no rank of this run
+
+
+def test_dist_interface_names_gloos_and_nccls_interface(compose_cfg, monkeypatch):
+    for name in peers.INTERFACE_ENVS:
+        monkeypatch.setenv(name, "before")
+    peers.use_interface(compose_cfg([]))
+    assert all(peers.os.environ[name] == "before" for name in peers.INTERFACE_ENVS)  # null: the user's stay
+    peers.use_interface(compose_cfg(["dist.interface=ib0"]))
+    assert all(peers.os.environ[name] == "ib0" for name in peers.INTERFACE_ENVS)
+    assert peers._interface_address("lo") == "127.0.0.1"
+
+
+def test_a_job_that_ended_without_its_rank_0_says_which_rank_srun_lost():
+    log = ("rn50: measuring 0/300 steps\nsrun: error: node2: task 1: Killed\n"
+           "srun: launch/slurm: _step_signal: Terminating StepId=2.0\nsrun: error: node1: task 0: Killed\n"
+           "srun: Force Terminated StepId=2.0\n")
+    assert why_ended(log, RuntimeError("no result")) == "rank 1 on node2: Killed"
+    exited = "Traceback ...\nMemoryError: out of memory\nsrun: error: node1: task 0: Exited with exit code 1\n"
+    assert why_ended(exited, RuntimeError("x")) == "srun: error: node1: task 0: Exited with exit code 1"
+    assert why_ended("one\nlast words\n", RuntimeError("x")) == "last words"
+    assert why_ended("", RuntimeError("it left no result")) == "it left no result"
+
+
+def test_the_multi_node_page_shows_the_commands_the_tests_run():
+    import test_multi_node as t
+
+    page = " ".join((ROOT / "docs" / "multi-node.md").read_text().split())  # a command may wrap
+    for command in (t.SLURM_RUN, t.SLURM_SWEEP, t.TORCHRUN_DRY_RUN, t.MLFLOW_SERVER, t.REQUEUE):
+        assert command in page, command
+    assert "docs/multi-node.md" in (ROOT / "README.md").read_text()
+    assert Path(t.__file__).name in page  # where they run
