@@ -48,6 +48,7 @@ def run(cfg: DictConfig) -> Optional[dict]:
 
 def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optional[dict]:
     out = Path(HydraConfig.get().runtime.output_dir)
+    cfg = launch.for_this_host(cfg)  # device=auto on a host without a GPU: the CPU profile
     name = schema.run_name(cfg)
     if cfg.dry_run:
         print(launch.dry_run(cfg, HydraConfig.get().overrides.task))
@@ -66,12 +67,13 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
         if (parent or cfg.mlflow.run_id) and rank == 0:  # a sweep point that cannot run is still a row
             tracking.record_failure(cfg, name, tags, parent, exc)
         raise
+    name = schema.run_name(cfg)  # with the accelerator resolved: a run that fell back to the CPU says so
     # Every rank asks, so that all of a SLURM job's tasks skip together; a job whose run was made
     # before it was submitted (mlflow.run_id) was already asked about by its launcher.
     if parent and cfg.sweep.resume and not cfg.mlflow.run_id:
         done = finished_before(cfg, parent, tags[tracking.HASH_TAG], name, say=rank == 0)
         if done is not None:
-            return done
+            return described(cfg, done)
     if rank != 0:  # a torchrun or SLURM rank other than 0: rank 0 records the run
         launch.run_rank_here(cfg, out)
         return None
@@ -105,11 +107,19 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
 def say_done(cfg: DictConfig, name: str, summary: dict, out: Path, parent: Optional[str]) -> dict:
     """The run's headline, and where its results are; the summary Hydra keeps as the job's return."""
     headline = results.training_headline if cfg.train.name == TrainName.accuracy else results.headline
+    summary = described(cfg, summary)
     log.info("%s; MLflow run %s", headline(name, summary), summary["run_id"])
     if not parent:  # a sweep prints where its results are once, at its end
         uri = cfg.mlflow.tracking_uri
         print(tracking.ui_hint(uri, tracking.experiment_of(uri, summary["run_id"]), output_dir=str(out)))
     return summary
+
+
+def described(cfg: DictConfig, summary: dict) -> dict:
+    """A point's summary with what the sweep's line for it says (rn50/meter.py point_line), from the
+    config it ran: the CPU profile changes the config Hydra composed for it."""
+    return {"arch": cfg.model.arch.value, "precision": cfg.precision.name, "batch_size": cfg.data.batch_size,
+            "dist": schema.dist_name(cfg), "accelerator": cfg.dist.accelerator.value, **summary}
 
 
 def finished_before(cfg: DictConfig, parent: str, config_hash: str, name: str, say: bool) -> Optional[dict]:

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Union
 
 from rn50 import clusters
+from rn50.console import terminal
 from rn50.errors import Rn50Error, failure_kind
+from rn50.meter import Meter
 from rn50.schema import AUTO_BATCH
 
 log = logging.getLogger("rn50")
@@ -258,11 +260,28 @@ def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None) -
         join_ranks(cfg, device)
     limits = limits or limits_for(device.type)
     probe = make_probe(cfg, device, limits)
+    # Rank 0 shows the search's steps (with a heartbeat, as a run's phases do): a compiled search
+    # or a CPU one takes minutes before the run's first step.
+    zero = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
+    meter = Meter("rn50: batch search", limits.step_budget, stream=terminal(), heartbeat=True) if zero else None
+
+    def shown(batch: int) -> Optional[float]:
+        try:
+            return probe(batch)
+        finally:
+            if meter is not None:
+                meter.update(meter.done + limits.steps_per_probe)
+
     try:
-        result = find_batch(probe, limits.start, limits.max_batch, limits.step_budget,
+        result = find_batch(shown, limits.start, limits.max_batch, limits.step_budget,
                             limits.steps_per_probe, limits.multiple)
+        if meter is not None:
+            meter.total = meter.done  # the budget was the most it could take
+            meter.finish(f"batch {result.batch}")
     finally:
         probe.close()
+        if meter is not None:
+            meter.stop()
     result.batch = agree_on_batch(result.batch)
     cfg.data.batch_size = result.batch
     log.info("batch search: chose batch %d per device after %d probes (%d steps, %.1f s)",

@@ -25,8 +25,9 @@ PROG = "rn50.compare"
 # Keys that do not change images/sec: where it was logged and launched from, telemetry, the MFU
 # peaks, how many windows (more windows measure the same figure), the profiler's own settings
 # (its steps come after the measured windows). dist.accelerator is replaced by the device kind
-# the run used, so `auto` on a GPU host matches `gpu`.
-NOT_SETUP = ("mlflow.", "telemetry.", "cluster.", "mfu.", "dry_run", "bench.repeats", "dist.accelerator",
+# the run used, so `auto` on a GPU host matches `gpu`; device, the profile, changes a run only
+# through the keys it sets.
+NOT_SETUP = ("mlflow.", "telemetry.", "cluster.", "mfu.", "dry_run", "device", "bench.repeats", "dist.accelerator",
              "profiler.active", "profiler.wait", "profiler.warmup", "profiler.steps", "profiler.executable")
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 

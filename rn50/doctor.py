@@ -103,7 +103,7 @@ def check_gpus(torch, need_gpu: bool) -> Check:
         return report("gpus", f"the driver {driver} supports CUDA {driver_cuda}, this torch needs "
                               f"{torch.version.cuda}", f"update the driver or install torch built for CUDA "
                                                        f"<= {driver_cuda}")
-    return report("gpus", f"no CUDA GPU visible{on_driver}: the default run falls back to the CPU",
+    return report("gpus", f"no CUDA GPU visible{on_driver}: the default run takes the CPU profile",
                   "check nvidia-smi, CUDA_VISIBLE_DEVICES and that the job was given GPUs")
 
 

@@ -21,16 +21,17 @@ from omegaconf import DictConfig
 from rn50 import checks, clusters, console, keys, nvml, pipelines, pool, precision, profilers, schema
 from rn50.compilation import check_cuda_graphs
 from rn50.errors import ConfigError, Requeued, RunFailed
-from rn50.schema import Accelerator, dist_name
+from rn50.schema import Accelerator, Device, dist_name
 
 log = logging.getLogger(__name__)
 
 
-def resolve_accelerator(cfg: DictConfig, here: bool = True) -> Accelerator:
+def resolve_accelerator(cfg: DictConfig, here: bool = True, say: bool = True) -> Accelerator:
     """gpu or cpu, or a ConfigError saying which dist option would fit.
 
     here=False is for processes that will run on other hosts (a SLURM submission, printed
     torchrun commands): their GPUs cannot be counted from this one, so auto means gpu.
+    say=False leaves the CPU fallback's warning to the run itself (a sweep's first ranks).
     """
     name, per_node = dist_name(cfg), cfg.dist.gpus_per_node
     if cfg.dist.nodes > 1 and clusters.of(cfg).rank_env is None:
@@ -43,8 +44,11 @@ def resolve_accelerator(cfg: DictConfig, here: bool = True) -> Accelerator:
     if not here:
         return Accelerator.gpu
     gpus = nvml.visible_gpu_count()
-    if gpus == 0 and cfg.dist.accelerator == Accelerator.auto and per_node == 1:
-        log.warning("no GPU on this host: dist.accelerator=auto falls back to the CPU")
+    if gpus == 0 and falls_back(cfg):
+        if not say:
+            return Accelerator.cpu
+        hint = "" if cfg.device == Device.cpu else "; device=cpu sizes the run for it (these settings take hours there)"
+        log.warning("no GPU on this host: dist.accelerator=auto falls back to the CPU" + hint)
         return Accelerator.cpu
     if per_node > gpus:
         hint = "dist.accelerator=cpu for CPU processes" if gpus == 0 else f"dist=1n{gpus}g or fewer"
@@ -52,6 +56,38 @@ def resolve_accelerator(cfg: DictConfig, here: bool = True) -> Accelerator:
             f"dist={name} needs {per_node} GPUs but this host has {gpus}; use {hint}"
         )
     return Accelerator.gpu
+
+
+def falls_back(cfg: DictConfig) -> bool:
+    """Whether the run goes to the CPU on a host without a GPU, rather than failing: one process a
+    host, dist.accelerator=auto."""
+    return cfg.dist.accelerator == Accelerator.auto and cfg.dist.gpus_per_node == 1
+
+
+def for_this_host(cfg: DictConfig) -> DictConfig:
+    """The run as it goes on this host: with device=auto on a host without a GPU, composed again as
+    device=cpu, the CPU profile (conf/device/cpu.yaml), with one line that says what it chose and
+    why; otherwise cfg as it is. Composing again, rather than changing keys here, keeps Hydra's
+    order: the command line's keys (and a preset's) win over the profile's, as with device=cpu typed.
+
+    Only where rn50 starts the ranks on this host (cluster=local): a SLURM submission runs on other
+    hosts, and torchrun's and SLURM's ranks each compose the run they are given."""
+    if (cfg.device != Device.auto or not falls_back(cfg) or cfg.dist.nodes > 1 or clusters.of(cfg).rank_env
+            or nvml.visible_gpu_count() > 0):
+        return cfg
+    from hydra import compose
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    hydra_cfg = HydraConfig.get()
+    given = [o.input_line for o in OverridesParser.create().parse_overrides(list(hydra_cfg.overrides.task))
+             if o.get_key_element() != "device"]  # device=auto, said out loud
+    profiled = compose(hydra_cfg.job.config_name, overrides=[*given, "device=cpu"])
+    log.warning("no GPU on this host: the CPU profile (device=cpu) runs %s at %d px in %s, batch %s, %d warm-up and "
+                "%d measured steps, as the GPU default would take hours here; a CPU figure, recorded as one. "
+                "device=gpu runs the full default anyway", profiled.model.arch.value, profiled.data.image_size,
+                profiled.precision.name, profiled.data.batch_size, profiled.bench.warmup_steps, profiled.bench.steps)
+    return profiled
 
 
 def preflight(cfg: DictConfig, here: bool = True) -> None:

@@ -21,29 +21,35 @@ class Progress(pl.Callback):
     It shows "~" images/sec from the start of measuring; the figure rn50 reports is the
     Benchmark callback's, timed between synchronized window edges. Put this callback
     after Benchmark, whose edge sync then happens before this reads the clock.
+
+    Each phase's line has a heartbeat (rn50/meter.py): a step that takes minutes, as a first
+    step does while cuDNN autotunes or torch.compile compiles, or any step on a slow CPU, still
+    shows the time going by. heartbeat=False is for tests that drive a fake clock.
     """
 
     def __init__(self, total_warmup: int, total_measured: int, batch_size: int, world_size: int,
                  total_after: int = 0, stream: Optional[TextIO] = None,
                  clock: Callable[[], float] = time.perf_counter, tty: Optional[bool] = None,
-                 interval_s: float = INTERVAL_S, prefix: str = "rn50:"):
+                 interval_s: float = INTERVAL_S, prefix: str = "rn50:", heartbeat: bool = True):
         self.phases = [(f"{prefix} warm-up", total_warmup), (f"{prefix} measuring", total_measured)]
         if total_after:
             self.phases.append((f"{prefix} profiling", total_after))
         self.images_per_step = batch_size * world_size
         self.stream = stream if stream is not None else terminal()  # a rank's console, not its log
         self.clock, self.tty, self.interval_s = clock, tty, interval_s
+        self.heartbeat = heartbeat
         self.meter: Optional[Meter] = None
         self.phase = self.in_phase = 0
         self.measure_start = 0.0
-        self.enabled = True
+        self.enabled, self.begun = True, False
 
     def _start(self, phase: int) -> None:
         self.phase, self.in_phase = phase, 0
         self.meter = None
         if phase < len(self.phases):
             label, total = self.phases[phase]
-            self.meter = Meter(label, total, "steps", self.stream, self.clock, self.tty, self.interval_s)
+            self.meter = Meter(label, total, "steps", self.stream, self.clock, self.tty, self.interval_s,
+                               heartbeat=self.heartbeat)
         if phase == 1:
             self.measure_start = self.clock()
 
@@ -51,8 +57,15 @@ class Progress(pl.Callback):
         elapsed = self.clock() - self.measure_start
         return f"~{rate_text(self.in_phase * self.images_per_step / elapsed)}" if elapsed > 0 else ""
 
+    def setup(self, trainer, pl_module, stage) -> None:
+        """The warm-up's line starts with the fit: before the first step, Lightning wraps the model
+        for DDP and builds the data pipeline and fetches its first batch (DALI takes seconds)."""
+        self.on_train_start(trainer, pl_module)
+
     def on_train_start(self, trainer, pl_module) -> None:
-        self.enabled = trainer.is_global_zero
+        if self.begun:
+            return
+        self.begun, self.enabled = True, trainer.is_global_zero
         if self.enabled:
             self._start(0 if self.phases[0][1] else 1)
 
@@ -73,17 +86,23 @@ class Progress(pl.Callback):
             self.meter.finish()
             self.meter = None
 
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        """A failed run: the line says where it stopped, and its heartbeat stops with it (a pool's
+        rank lives on after the run)."""
+        self.on_train_end(trainer, pl_module)
+
 
 class EpochProgress(pl.Callback):
     """Rank 0's progress through a train=accuracy run: on a terminal a bar over each epoch's
-    steps with its running loss and the last top-1; elsewhere one line per finished epoch.
+    steps with its running loss and the last top-1; elsewhere one line per finished epoch, and
+    within an epoch that runs longer, a line at least every 10 s (the meter's heartbeat).
 
     `record` is the run's EpochRecord (rn50/training.py), which closes an epoch before this
-    callback's on_train_epoch_end. The running loss is read only at a redraw, on a terminal."""
+    callback's on_train_epoch_end. The running loss is read only when a step's end writes the line."""
 
     def __init__(self, epochs: int, record, stream: Optional[TextIO] = None, tty: Optional[bool] = None,
-                 prefix: str = "rn50:"):
-        self.epochs, self.record, self.prefix = epochs, record, prefix
+                 prefix: str = "rn50:", heartbeat: bool = True):
+        self.epochs, self.record, self.prefix, self.heartbeat = epochs, record, prefix, heartbeat
         self.stream = stream if stream is not None else terminal()
         self.tty = _is_tty(self.stream) if tty is None else tty
         self.meter: Optional[Meter] = None
@@ -97,30 +116,41 @@ class EpochProgress(pl.Callback):
         self.enabled = trainer.is_global_zero
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        if self.enabled and self.tty:
+        if self.enabled:  # off a terminal the epoch's own line is on_train_epoch_end's
             self.meter = Meter(f"{self.prefix} epoch {trainer.current_epoch + 1}/{self.epochs}",
-                               trainer.num_training_batches, "steps", self.stream, tty=True)
+                               trainer.num_training_batches, "steps", self.stream, tty=self.tty,
+                               heartbeat=self.heartbeat, announce=self.tty)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self.meter is None:
             return
         due = self.meter.clock() - self.meter.last >= self.meter.interval_s
-        # outputs["loss"] is on the device: read it (a sync) only when the bar is redrawn.
+        # outputs["loss"] is on the device: read it (a sync) only when the line is written.
         loss = f"loss {float(outputs['loss']):.3f}" if due and outputs is not None else ""
         self.meter.update(batch_idx + 1, ", ".join(filter(None, [loss, self._top1()])))
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
-        if not self.enabled or not self.record.history:
+        meter, self.meter = self.meter, None
+        if meter is None:  # not rank 0
+            return
+        if not self.record.history:
+            meter.stop()
             return
         row = self.record.history[-1]
         parts = [f"loss {row['train/loss']:.3f}"]
         if "val/top1" in row:
             parts.append(f"top-1 {100 * row['val/top1']:.2f}%, top-5 {100 * row['val/top5']:.2f}%")
         parts.append(rate_text(row["train/images_per_sec"]))
-        if self.meter is not None:
-            self.meter.done = self.meter.total
-            self.meter.finish(", ".join(parts))
-            self.meter = None
+        if self.tty:
+            meter.done = meter.total
+            meter.finish(", ".join(parts))
             return
+        meter.stop()
         print(f"{self.prefix} epoch {int(row['epoch'])}/{self.epochs}: {', '.join(parts)}, "
               f"{_duration(row['time/epoch_s'])}", file=self.stream, flush=True)
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        """The epoch's lines stop, its heartbeat's included (a pool's rank lives on after the run)."""
+        if self.meter is not None:
+            self.meter.stop()
+            self.meter = None

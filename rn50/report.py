@@ -6,7 +6,7 @@
 Speedup is against the median images/sec of the finished, unprofiled 1n1g runs
 whose config is the same but for dist, profiler, telemetry, cluster and mlflow
 keys; scaling efficiency is speedup over the device count. Devices are named for what
-ran: GPUs, or CPU processes for dist.accelerator=cpu.
+ran: GPUs, or CPU processes for dist.accelerator=cpu, whose rows say "on CPU" after the model.
 """
 
 import argparse
@@ -22,8 +22,9 @@ from rn50 import tracking
 from rn50.errors import Rn50Error, reported
 
 ROLE_TAG = tracking.ROLE_TAG
-# Keys that may differ between a point and its 1n1g reference.
-NOT_SETUP = ("dist.", "profiler.", "telemetry.", "cluster.", "mlflow.")
+# Keys that may differ between a point and its 1n1g reference; device, the profile, changes a run
+# only through the keys it sets, and the device kind keeps CPU and GPU runs apart (add_scaling).
+NOT_SETUP = ("dist.", "profiler.", "telemetry.", "cluster.", "mlflow.", "device")
 # The MFU peak table is the same data in every run; mfu.peak_tflops (an override) stays.
 PEAK_TABLE = "mfu.peaks."
 # Column keys stay as they are (CSV and JSON readers use them); headers name the device kind.
@@ -77,6 +78,7 @@ def _row(run) -> Dict:
     status = run.info.status
     failure = t.get("failure", "")
     model = p.get("model.arch", "?") + (" compiled" if p.get("model.compile") == "True" else "")
+    model += " on CPU" if accelerator(run) == "cpu" else ""  # in each row and each plot's legend
     comparable = has_throughput(run)
     return {
         "run_id": run.info.run_id,

@@ -61,6 +61,12 @@ class Accelerator(Enum):
     cpu = "cpu"
 
 
+class Device(Enum):
+    auto = "auto"
+    gpu = "gpu"
+    cpu = "cpu"
+
+
 class TrainName(Enum):
     throughput = "throughput"
     accuracy = "accuracy"
@@ -394,6 +400,11 @@ class Rn50Config:
     mfu: MfuConfig = field(default_factory=MfuConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
+    device: Device = Device.auto
+    """The settings' profile, set by the device option (conf/device/): gpu, the full default
+    (ResNet-50, amp, batch 256, 20 + 100 steps) on any host; cpu, settings sized for a CPU
+    (conf/device/cpu.yaml); auto, gpu where the host has a GPU, else cpu (rn50/launch.py). Keys
+    given on the command line win over either profile."""
     seed: int = 0
     """Seed for weights and the synthetic batch."""
     dry_run: bool = False
@@ -488,8 +499,9 @@ def profiled_steps(cfg: DictConfig) -> int:
     return profilers.of(cfg).steps(cfg)
 
 
-# Keys that say where a run is recorded or how it is started, not what it measures.
-NOT_MEASURED = ("mlflow", "sweep", "dry_run")
+# Keys that say where a run is recorded or how it is started, not what it measures; and device,
+# the profile, which changes a run only through the keys it sets, which are measured.
+NOT_MEASURED = ("mlflow", "sweep", "dry_run", "device")
 
 
 # Keys that every option of a group had before some moved into an option's own schema, with the
@@ -593,8 +605,10 @@ def dist_name(cfg: DictConfig) -> str:
 
 
 def run_name(cfg: DictConfig) -> str:
-    """An MLflow run's name: resnet50-amp-1n8g-bs256."""
-    return f"{cfg.model.arch.value}-{cfg.precision.name}-{dist_name(cfg)}-bs{cfg.data.batch_size}"
+    """An MLflow run's name: resnet50-amp-1n8g-bs256; resnet50-fp32-1n1g-bs8-cpu on CPUs, so that a
+    CPU figure is never taken for a GPU one."""
+    cpu = "-cpu" if cfg.dist.accelerator == Accelerator.cpu else ""
+    return f"{cfg.model.arch.value}-{cfg.precision.name}-{dist_name(cfg)}-bs{cfg.data.batch_size}{cpu}"
 
 
 def _check_dali(cfg: DictConfig) -> None:

@@ -33,7 +33,7 @@ def start_first_ranks(config: DictConfig) -> None:
             any(key == "dist" or key.startswith("dist.") for key in swept):
         return
     try:
-        device = resolve_accelerator(config).value
+        device = resolve_accelerator(config, say=False).value  # each point says what it runs on
     except ConfigError:  # each point says so itself
         return
     pool.pool_for(config.dist.gpus_per_node, device)
@@ -86,9 +86,11 @@ class SweepCallback(Callback):
         except Exception:  # the job raised: Hydra keeps the error as its return value
             summary = {}
         summary.setdefault("failure", "see the error above")
-        summary.setdefault("batch_size", config.data.batch_size)
-        summary.update(arch=config.model.arch.value, precision=config.precision.name,
-                       dist=f"{config.dist.nodes}n{config.dist.gpus_per_node}g")
+        # A point's own return says what it ran (the CPU profile changes the keys); one that failed
+        # before returning is described by its config as composed.
+        composed = dict(arch=config.model.arch.value, precision=config.precision.name, batch_size=config.data.batch_size,
+                        dist=f"{config.dist.nodes}n{config.dist.gpus_per_node}g")
+        summary = {**composed, **summary}
         print(meter.point_line(config.hydra.job.num + 1, self.total, summary), file=sys.stderr)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:

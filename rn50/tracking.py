@@ -528,6 +528,7 @@ UI_COLUMNS = [
     "metrics.`step_time/median_ms`",
     "metrics.`time/startup_s`",
     "metrics.`data/wait_pct`",
+    "params.`dist.accelerator`",  # cpu or gpu, beside the GPU's model: a CPU figure says so
     "tags.`gpu_model`",
     "tags.`torch_version`",
 ]

@@ -51,13 +51,50 @@ def test_tiny_run_is_recorded(tmp_path):
     assert len(steps) == 2 and all(float(s["duration_ms"]) > 0 for s in steps)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU fallback")
+# A host without a GPU, as CUDA and NVML see it (rn50/nvml.py counts the visible ones).
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
+
+
+def test_no_arguments_on_a_host_without_a_gpu_finish_with_a_cpu_figure_labelled_cpu(tmp_path, compose_cfg):
+    """The README's first command, as a new user runs it: device=auto takes the CPU profile
+    (conf/device/cpu.yaml), says so in one line, and records the run as a CPU one."""
+    proc = rn50(tmp_path, env=NO_GPU, fresh_store=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    profile = compose_cfg(["device=cpu"])
+    said = [line for line in proc.stderr.splitlines() if "CPU profile" in line]
+    assert len(said) == 1 and "no GPU on this host" in said[0], proc.stderr[-3000:]
+    assert f"runs resnet50 at 224 px in fp32, batch {profile.data.batch_size}, " in said[0]
+    run = only_run(tmp_path)
+    p, t, m = run.data.params, run.data.tags, run.data.metrics
+    assert run.info.status == "FINISHED" and t["command"] == "python -m rn50"
+    assert run.info.run_name == f"resnet50-fp32-1n1g-bs{profile.data.batch_size}-cpu"
+    assert (p["device"], p["dist.accelerator"], p["precision.name"]) == ("cpu", "cpu", "fp32")
+    assert (p["bench.warmup_steps"], p["bench.steps"]) == (str(profile.bench.warmup_steps), str(profile.bench.steps))
+    assert (t["accelerator"], t["gpu_model"]) == ("cpu", "none")
+    assert m["throughput/images_per_sec"] > 0 and m["cpu/utilization_pct"] > 0
+    # It trained: the profile's window starts after SGD's first overshoot, so its loss falls.
+    assert m["train/loss_fell"] == 1 and m["train/loss_last"] < m["train/loss_first"], m
+    assert "did not fall" not in proc.stderr
+    assert f"resnet50-fp32-1n1g-bs{profile.data.batch_size}-cpu: " in proc.stderr  # the headline
+
+
+def test_keys_given_win_over_the_cpu_profile_and_device_gpu_keeps_the_full_default(tmp_path):
+    mine = rn50(tmp_path, "model=resnet18", "data.batch_size=4", "precision=bf16", "dry_run=true", env=NO_GPU)
+    assert mine.returncode == 0, mine.stderr[-3000:]
+    assert "the CPU profile (device=cpu) runs resnet18 at 224 px in bf16, batch 4, 3 warm-up" in mine.stderr
+    assert mine.stdout.startswith("dist=1n1g: 1 cpu process(es)")
+    full = rn50(tmp_path, "device=gpu", "dry_run=true", env=NO_GPU)
+    assert full.returncode == 0, full.stderr[-3000:]
+    assert "CPU profile" not in full.stderr and "precision=amp on the CPU" in full.stderr
+    assert "falls back to the CPU; device=cpu sizes the run for it" in full.stderr
+
+
 def test_auto_falls_back_to_cpu_and_keeps_the_profiler_report(tmp_path):
     args = [a for a in TINY if not a.startswith("dist.accelerator")] + ["profiler=simple"]
-    proc = rn50(tmp_path, *args)
+    proc = rn50(tmp_path, *args, env=NO_GPU)
     assert proc.returncode == 0, proc.stderr[-3000:]
     console = proc.stdout + proc.stderr
-    assert "falls back to the CPU" in console  # a warning about the user's setup stays
+    assert "no GPU on this host: the CPU profile" in console  # a warning about the user's setup stays
     # ... while dependencies' known noise goes (rn50/console.py; tests/test_console.py shows it is there)
     assert not [n for n in ("litlogger", "GPU available:", "TPU available:", "LeafSpec", "max_steps=") if n in console]
     run = only_run(tmp_path)

@@ -6,9 +6,9 @@ from omegaconf.errors import ValidationError
 
 from conftest import CONF
 from rn50.errors import ConfigError, one_line
-from rn50.schema import Accelerator, Arch, dist_name, profiled_steps, validate
+from rn50.schema import Accelerator, Arch, Device, config_hash, dist_name, profiled_steps, validate
 
-GROUPS = ["model", "precision", "data", "dist", "profiler", "cluster", "mfu", "experiment"]
+GROUPS = ["model", "precision", "data", "dist", "profiler", "cluster", "mfu", "experiment", "device"]
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
 
 
@@ -41,6 +41,22 @@ def test_group_lists_are_complete():
     assert names["dist"] == {"1n1g", "1n2g", "1n4g", "1n8g", "2n8g", "4n8g"}
     assert names["profiler"] == {"none", "simple", "pytorch", "ncu"}
     assert names["data"] == {"synthetic", "imagefolder", "dali"}
+    assert names["device"] == {"auto", "gpu", "cpu"}
+
+
+def test_device_profiles_set_keys_that_the_command_line_still_wins_over(compose_cfg):
+    """device=cpu is the CPU profile that device=auto takes on a host without a GPU; device=gpu is
+    the full default on any host. Neither changes the hash of a run with the same keys."""
+    default, gpu, cpu = compose_cfg(), compose_cfg(["device=gpu"]), compose_cfg(["device=cpu"])
+    assert (default.device, gpu.device, cpu.device) == (Device.auto, Device.gpu, Device.cpu)
+    assert config_hash(gpu) == config_hash(default)  # the same keys: the same point
+    assert (cpu.model.arch, cpu.data.image_size, cpu.precision.name) == (Arch.resnet50, 224, "fp32")
+    assert cpu.dist.accelerator == Accelerator.cpu
+    assert cpu.data.batch_size < default.data.batch_size and cpu.bench.steps < default.bench.steps
+    assert config_hash(cpu) != config_hash(default)
+    mine = compose_cfg(["device=cpu", "precision=bf16", "data.batch_size=2", "bench.steps=5", "model=resnet18"])
+    assert (mine.precision.name, mine.data.batch_size, mine.bench.steps, mine.model.arch) == ("bf16", 2, 5, Arch.resnet18)
+    assert mine.bench.warmup_steps == cpu.bench.warmup_steps  # the keys not given stay the profile's
 
 
 def test_dist_options_name_their_shape(compose_cfg):

@@ -20,9 +20,9 @@ print("RN50-MODULES", json.dumps(sorted({m.split(".")[0] for m in sys.modules}))
 """
 
 
-def modules_loaded(cwd, *args):
-    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(args))], cwd=cwd,
-                          capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+def modules_loaded(cwd, *args, env=None):
+    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(args))], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "", **(env or {})})
     line = next(l for l in proc.stdout.splitlines() if l.startswith("RN50-MODULES"))
     return set(json.loads(line.split(" ", 1)[1])), proc
 
@@ -41,6 +41,13 @@ def test_answers_without_a_run_import_no_torch_lightning_or_mlflow(tmp_path, arg
     loaded, proc = modules_loaded(tmp_path, *TINY, *args)
     assert not loaded & set(HEAVY), (sorted(loaded & set(HEAVY)), proc.stderr[-2000:])
     assert "rn50" in loaded
+
+
+def test_the_cpu_profile_is_chosen_without_torch(tmp_path):
+    """No GPU (CUDA_VISIBLE_DEVICES=""): device=auto composes the run again as device=cpu, in the launcher."""
+    loaded, proc = modules_loaded(tmp_path, "dry_run=true", env={"CUDA_VISIBLE_DEVICES": ""})
+    assert "no GPU on this host: the CPU profile (device=cpu)" in proc.stderr, proc.stderr[-2000:]
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
 
 
 def test_the_store_check_before_the_ranks_start_imports_no_mlflow(tmp_path):

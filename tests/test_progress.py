@@ -1,10 +1,15 @@
-"""Progress: plain lines off a terminal, a bar redrawn in place on one, a line per sweep point."""
+"""Progress: plain lines off a terminal, a bar redrawn in place on one, a heartbeat through slow
+steps, a line per sweep point."""
 
 import io
+import re
+import time
 from types import SimpleNamespace
 
+import pytest
 import pytorch_lightning as pl
 
+from conftest import ROOT, TINY, rn50
 from rn50.fake_imagenet import make
 from tiny_module import Tiny
 from rn50.meter import Meter
@@ -32,22 +37,23 @@ def drive(progress, clock, steps, step_s=1.0, rank0=True):
 def test_off_a_terminal_plain_lines_at_phase_changes_and_every_10_s():
     clock, out = FakeClock(), io.StringIO()
     progress = Progress(total_warmup=3, total_measured=30, batch_size=4, world_size=2,
-                        stream=out, clock=clock, tty=False)
+                        stream=out, clock=clock, tty=False, heartbeat=False)
     drive(progress, clock, steps=33)
     assert out.getvalue().splitlines() == [
         "rn50: warm-up 0/3 steps",
         "rn50: warm-up 3/3 steps, 3 s",
         "rn50: measuring 0/30 steps",
-        # 8 images a step (4 per device x 2 devices), one step a second
-        "rn50: measuring 10/30 steps, ~8.0 images/sec, ~20 s left",
-        "rn50: measuring 20/30 steps, ~8.0 images/sec, ~10 s left",
+        # 8 images a step (4 per device x 2 devices), one step a second; the time since the phase began
+        "rn50: measuring 10/30 steps, 10 s, ~8.0 images/sec, ~20 s left",
+        "rn50: measuring 20/30 steps, 20 s, ~8.0 images/sec, ~10 s left",
         "rn50: measuring 30/30 steps, 30 s, ~8.0 images/sec",
     ]
 
 
 def test_fast_steps_print_no_more_lines():
     clock, out = FakeClock(), io.StringIO()
-    progress = Progress(5, 10_000, batch_size=256, world_size=8, total_after=7, stream=out, clock=clock, tty=False)
+    progress = Progress(5, 10_000, batch_size=256, world_size=8, total_after=7, stream=out, clock=clock, tty=False,
+                        heartbeat=False)
     drive(progress, clock, steps=5 + 10_000 + 7, step_s=0.01)  # 100 s measured: a line per 10 s
     lines = out.getvalue().splitlines()
     measuring = [l for l in lines if "measuring" in l]
@@ -58,7 +64,7 @@ def test_fast_steps_print_no_more_lines():
 
 def test_on_a_terminal_one_line_redrawn_with_carriage_returns():
     clock, out = FakeClock(), io.StringIO()
-    progress = Progress(2, 8, batch_size=32, world_size=1, stream=out, clock=clock, tty=True)
+    progress = Progress(2, 8, batch_size=32, world_size=1, stream=out, clock=clock, tty=True, heartbeat=False)
     drive(progress, clock, steps=10)
     text = out.getvalue()
     assert text.count("\n") == 2  # one finished line per phase
@@ -67,12 +73,12 @@ def test_on_a_terminal_one_line_redrawn_with_carriage_returns():
     frames = measuring.split("\r")[1:]
     assert len(frames) == 1 + 7 + 1  # start, each step (1 s apart, above the redraw interval), end
     assert "[" + "#" * 24 + "] 8/8 steps, 8 s, ~32.0 images/sec" in frames[-1]
-    assert "4/8 steps, ~32.0 images/sec, ~4 s left" in frames[4]
+    assert "4/8 steps, 4 s, ~32.0 images/sec, ~4 s left" in frames[4]
 
 
 def test_other_ranks_print_nothing():
     clock, out = FakeClock(), io.StringIO()
-    drive(Progress(2, 3, 4, 2, stream=out, clock=clock, tty=False), clock, steps=5, rank0=False)
+    drive(Progress(2, 3, 4, 2, stream=out, clock=clock, tty=False, heartbeat=False), clock, steps=5, rank0=False)
     assert out.getvalue() == ""
 
 
@@ -96,6 +102,8 @@ def test_point_line():
     assert point_line(1, 2, small) == "[1/2] resnet18 amp 1n2g bs256: 2.4 images/sec"
     failed = {"arch": "resnet50", "precision": "bf16", "dist": "1n8g", "batch_size": 512, "failure": "oom"}
     assert point_line(12, 12, failed) == "[12/12] resnet50 bf16 1n8g bs512: failed (oom)"
+    cpu = {**small, "precision": "fp32", "dist": "1n1g", "batch_size": 8, "accelerator": "cpu"}
+    assert point_line(1, 2, cpu) == "[1/2] resnet18 fp32 1n1g bs8 cpu: 2.4 images/sec"
 
 
 def test_sweep_size_counts_the_basic_sweepers_jobs():
@@ -129,4 +137,71 @@ def test_time_left_is_paced_by_the_steps_after_the_first():
     meter.update(1)
     clock.t += 1
     meter.update(2)
-    assert out.getvalue().splitlines()[1:] == ["rn50: warm-up 1/20 steps", "rn50: warm-up 2/20 steps, ~18 s left"]
+    assert out.getvalue().splitlines()[1:] == ["rn50: warm-up 1/20 steps, 1 min 00 s",
+                                               "rn50: warm-up 2/20 steps, 1 min 01 s, ~18 s left"]
+
+
+def test_time_left_runs_down_between_steps_to_no_less_than_the_steps_after_this_one():
+    clock, out = FakeClock(), io.StringIO()
+    meter = Meter("job", 20, stream=out, clock=clock, tty=False, interval_s=0.0)
+    for t, done in ((60, 1), (70, 2), (75, 2), (95, 2)):  # 10 s a step; the third takes long
+        clock.t = t
+        meter.update(done)
+    assert [line.rsplit(", ", 1)[-1] for line in out.getvalue().splitlines()[2:]] == [
+        "~3 min 00 s left", "~2 min 55 s left", "~2 min 50 s left"]
+
+
+def lines_once(out: io.StringIO, enough, sep: str = "\n") -> list:
+    """out's lines (or a terminal's frames, sep="\r") once enough(them) holds. The deadline only
+    bounds a hang: a busy machine may wake the heartbeat late."""
+    deadline = time.monotonic() + 120
+    while not enough(out.getvalue().split(sep)):
+        assert time.monotonic() < deadline, out.getvalue()
+        time.sleep(0.05)
+    return out.getvalue().split(sep)
+
+
+def test_a_heartbeat_writes_the_line_while_no_step_ends_then_the_time_left_and_stops_with_the_phase():
+    out = io.StringIO()
+    meter = Meter("job", 5, stream=out, tty=False, interval_s=1.0, heartbeat=True)
+    lines = lines_once(out, lambda lines: len(lines) >= 4)[:-1]  # the opening line and two beats
+    assert lines[0] == "job 0/5 steps"
+    elapsed = [int(re.fullmatch(r"job 0/5 steps, (\d+) s", line)[1]) for line in lines[1:]]
+    assert elapsed == sorted(elapsed) and elapsed[-1] >= 1
+    meter.update(1)
+    meter.update(2)  # two steps timed: the next line says how long the rest takes
+    last = lines_once(out, lambda lines: "left" in lines[-2])[-2]
+    assert re.fullmatch(r"job 2/5 steps, \d+ s, ~\d+ s left", last), last
+    meter.done = 5
+    meter.finish()
+    final = out.getvalue()
+    assert final.splitlines()[-1].startswith("job 5/5 steps, ")
+    time.sleep(2.5)  # two beats: none comes after the last line
+    assert out.getvalue() == final
+
+
+def test_on_a_terminal_the_heartbeat_moves_the_clock_through_a_step_that_does_not_end():
+    out = io.StringIO()
+    meter = Meter("job", 5, stream=out, tty=True, heartbeat=True)
+    frames = lines_once(out, lambda frames: any(re.search(r"0/5 steps, [1-9]\d* s", f) for f in frames), sep="\r")
+    assert frames[1].startswith("job [" + "." * 24 + "] 0/5 steps")
+    meter.finish()
+    assert out.getvalue().endswith("\n")
+
+
+@pytest.mark.slow
+def test_a_slow_first_step_shows_heartbeat_lines_then_the_time_left(tmp_path):
+    """A real run, away from a terminal, whose first step takes 13 s (tests/slow_steps.py: a profiler
+    of its own whose callback sleeps, as a step that autotunes cuDNN or compiles) and later ones 2.5 s."""
+    proc = rn50(tmp_path, *TINY, "profiler._target_=slow_steps.SlowSteps", "bench.warmup_steps=6",
+                env={"PYTHONPATH": str(ROOT / "tests")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    warmup = [line for line in lines if line.startswith("rn50: warm-up")]
+    assert warmup[0] == "rn50: warm-up 0/6 steps"
+    assert re.fullmatch(r"rn50: warm-up 0/6 steps, 1\d s", warmup[1]), warmup  # alive, in the first step
+    assert [line for line in warmup if re.fullmatch(r"rn50: warm-up [2-5]/6 steps, \d+ s, ~\d+ s left", line)], warmup
+    # Warnings and progress share stderr, in the order they happened; stdout says where the results are.
+    warning = next(i for i, line in enumerate(lines) if "precision=amp on the CPU" in line)
+    assert warning < lines.index(warmup[0])
+    assert proc.stdout.startswith("results in ") and proc.stdout.count("\n") == 1, proc.stdout

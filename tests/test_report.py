@@ -46,8 +46,11 @@ def test_cpu_runs_are_labelled_as_cpu_processes(uri):
     assert "GPU" not in cpu  # no GPU util column either
     gpu = header(rows_of(uri, "cuda"))
     assert "| GPUs |" in gpu and "| batch per GPU |" in gpu and "| GPU util % |" in gpu
-    both = header(report.collect(uri, experiment="rn50"))
-    assert "| devices (GPUs or CPU processes) |" in both and "| GPU util % |" in both
+    both = report.collect(uri, experiment="rn50")
+    assert "| devices (GPUs or CPU processes) |" in header(both) and "| GPU util % |" in header(both)
+    # each CPU row says so, in the table and in the plots' legends, which take the model's cell
+    assert sorted(r["model"] for r in both) == ["resnet50", "resnet50 on CPU", "resnet50 on CPU"]
+    assert [r["accelerator"] for r in both if r["model"] == "resnet50 on CPU"] == ["cpu", "cpu"]
 
 
 def test_figures_are_rounded_for_people(uri):

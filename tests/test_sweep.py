@@ -38,9 +38,9 @@ def test_sweep_reports_every_point_and_runs_the_right_processes_once(tmp_path):
     parent, children = split(tmp_path)
     assert parent.info.status == "FINISHED"
     assert "data.batch_size=2,4" in parent.data.tags["sweep.overrides"]
-    points_lines = [l for l in proc.stderr.splitlines() if l.startswith("[")]
+    points_lines = [l for l in proc.stderr.splitlines() if re.match(r"\[\d+/\d+\] ", l)]
     assert [l.split("]")[0] for l in points_lines] == ["[1/4", "[2/4", "[3/4", "[4/4"], proc.stderr[-2000:]
-    assert all("images/sec" in l for l in points_lines)
+    assert all("images/sec" in l and " cpu: " in l for l in points_lines)  # dist.accelerator=cpu: labelled
     assert parent.data.tags["sweep.start_time"]
     points = sorted((c.data.params["data.batch_size"], c.data.tags["world_size"]) for c in children)
     assert points == [("2", "1"), ("2", "2"), ("4", "1"), ("4", "2")]  # each point once, its own processes
@@ -120,6 +120,22 @@ def test_failed_points_do_not_stop_the_sweep(tmp_path):
 
     rows = list(csv.DictReader(open(Path(parent.data.tags["sweep.dir"]) / "sweep_report.csv")))
     assert sorted(r["status"] for r in rows) == ["FAILED (config)", "FAILED (error)", "FAILED (oom)", "FINISHED"]
+
+
+def test_on_a_host_without_a_gpu_each_point_runs_the_cpu_profile_with_the_keys_given(tmp_path):
+    """device=auto composes each job again as device=cpu; the swept and given keys win over the
+    profile's, and each point's line and report row say CPU."""
+    given = [a for a in TINY_NO_BATCH if not a.startswith("dist.accelerator")]
+    proc = rn50(tmp_path, "--multirun", *given, "data.batch_size=2,4", env={"CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "falls back" not in proc.stderr  # only the profile's own line, once a point
+    points = [line.split(": ")[0] for line in proc.stderr.splitlines() if re.match(r"\[\d+/\d+\] ", line)]
+    assert points == ["[1/2] resnet18 fp32 1n1g bs2 cpu", "[2/2] resnet18 fp32 1n1g bs4 cpu"], proc.stderr[-2000:]
+    parent, children = split(tmp_path)
+    assert sorted(c.info.run_name for c in children) == ["resnet18-fp32-1n1g-bs2-cpu", "resnet18-fp32-1n1g-bs4-cpu"]
+    assert all(c.data.params["device"] == "cpu" and c.data.params["bench.steps"] == "2" for c in children)
+    rows = list(csv.DictReader(open(Path(parent.data.tags["sweep.dir"]) / "sweep_report.csv")))
+    assert [r["model"] for r in rows] == ["resnet18 on CPU", "resnet18 on CPU"]
 
 
 def test_a_sweep_stopped_early_closes_its_parent(tmp_path):
