@@ -100,8 +100,15 @@ def device_work(events) -> List[Span]:
 
 
 def _wrapper(event) -> bool:
-    """Ranges that only wrap work: the step ranges, and annotations of no kind (DDP's forward)."""
-    return _is_step(event) or (event.is_user_annotation and classify(event.name) == OTHER)
+    """Ranges that only wrap work: the step ranges, annotations of no kind (DDP's forward), and an
+    optimizer step with other work inside: Lightning runs forward and backward in the step's
+    closure unless the precision plugin calls it first (amp's does; fp32's, bf16's do not)."""
+    if _is_step(event):
+        return True
+    if not event.is_user_annotation:
+        return False
+    kind = classify(event.name)
+    return kind == OTHER or (kind == "optimizer" and any(classify(c.name) != "optimizer" for c in event.cpu_children))
 
 
 def _outermost(event) -> bool:
