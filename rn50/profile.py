@@ -108,7 +108,8 @@ def _wrapper(event) -> bool:
     if not event.is_user_annotation:
         return False
     kind = classify(event.name)
-    return kind == OTHER or (kind == "optimizer" and any(classify(c.name) != "optimizer" for c in event.cpu_children))
+    children = getattr(event, "cpu_children", ())
+    return kind == OTHER or (kind == "optimizer" and any(classify(c.name) != "optimizer" for c in children))
 
 
 def _outermost(event) -> bool:

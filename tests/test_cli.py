@@ -35,7 +35,7 @@ def test_tiny_run_is_recorded(tmp_path):
     assert m["model/gflops_per_image"] > 0
     assert "mfu_pct" not in m  # no peak is known for a CPU
     assert p["data.batch_size"] == "4" and p["model.arch"] == "resnet18"
-    assert p["precision.name"] == "amp" and p["dist.accelerator"] == "cpu"
+    assert p["precision.name"] == "fp32" and p["dist.accelerator"] == "cpu"
     assert p["mlflow.tracking_uri"] == f"sqlite:///{tmp_path}/mlflow.db"
     for tag in ("torch_version", "torchvision_version", "lightning_version", "cuda_version",
                 "cudnn_version", "gpu_model", "hostnames", "command", "world_size"):

@@ -226,7 +226,7 @@ def test_a_stopped_sweep_resumes_without_rerunning_finished_points(tmp_path):
     other = rn50(tmp_path, *args[:-1], "data.batch_size=2,5", f"sweep.resume={parent_id}")
     assert other.returncode == 0, other.stderr[-3000:]
     assert "its points that match are resumed, the others join it as new points" in other.stderr
-    assert "bs2: finished before" in other.stderr and "bs5: a new point of this sweep" in other.stderr
+    assert "bs2-cpu: finished before" in other.stderr and "bs5-cpu: a new point of this sweep" in other.stderr
     # A sweep of another experiment is refused, and nothing runs.
     wrong = rn50(tmp_path, *args, "mlflow.experiment_name=elsewhere", f"sweep.resume={parent_id}")
     errors = [l for l in wrong.stderr.splitlines() if l.startswith("rn50: error:")]
