@@ -1,3 +1,12 @@
+"""Shared by every layer of tests: the composed config (compose_cfg), TINY's shrunk run, the CLI
+runner (rn50) and the empty MLflow store it copies.
+
+tests/unit: no process, no store, no network: seconds in all. tests/integration: composed and
+shrunk configs, one CPU rank in this process, a local sqlite store. tests/e2e: `python -m rn50`
+and other processes, sweeps, SLURM, servers, a browser, pip; all marked slow below.
+The helpers here (netns.py, slurm_cluster.py, tiny_module.py, slow_steps.py, digits.py, data/)
+are importable from every layer: pytest puts this folder on sys.path.
+"""
 import functools
 import os
 import shutil
@@ -12,7 +21,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
-from mlflow.tracking import MlflowClient  # noqa: E402
 
 import rn50.schema  # noqa: F401,E402  registers the schema Hydra composes into
 from slurm_cluster import slurm_cluster, slurm_two_nodes  # noqa: F401,E402  SLURM test clusters for the session
@@ -45,6 +53,8 @@ def compose_cfg():
 @functools.lru_cache(maxsize=None)
 def _empty_store() -> Path:
     """An MLflow sqlite store with its schema made once; creating one costs seconds each time."""
+    from mlflow.tracking import MlflowClient  # here, not at the top: MLflow takes seconds to import
+
     path = Path(tempfile.mkdtemp()) / "mlflow.db"
     MlflowClient(f"sqlite:///{path}").search_experiments()
     return path
@@ -71,6 +81,8 @@ def runs_in(cwd, experiment="rn50"):
     db = Path(cwd) / "mlflow.db"
     if not db.exists():
         return []
+    from mlflow.tracking import MlflowClient
+
     client = MlflowClient(f"sqlite:///{db}")
     exp = client.get_experiment_by_name(experiment)
     return client.search_runs([exp.experiment_id]) if exp else []
@@ -92,11 +104,17 @@ def make_tree(root, classes=3, per_class=4, size=(80, 60)):
     return Path(root)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+E2E = Path(__file__).resolve().parent / "e2e"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups, and before -m selects
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (pyproject's addopts), tests that share an expensive fixture run on one
+    """Every test in tests/e2e is slow: it starts processes (`-m "not slow"` leaves them out).
+    Under pytest-xdist (pyproject's addopts), tests that share an expensive fixture run on one
     worker: each SLURM cluster, and the wheelhouse built once for its module."""
     for item in items:
+        if E2E in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.slow)
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("slurm"))
         elif "slurm_two_nodes" in getattr(item, "fixturenames", ()):

@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 
 import netns
 from conftest import ROOT, TINY, _empty_store
-from test_accuracy import write_digits
+from digits import DIGITS_RUN, write_digits
 
 pytestmark = pytest.mark.slow  # SLURM daemons, an MLflow server, torchrun: real processes on two hosts
 
@@ -147,8 +147,6 @@ def test_a_lost_node_fails_its_point_and_the_sweep_goes_on(slurm_two_nodes, tmp_
 
 
 def test_a_requeued_training_job_resumes_into_the_same_run(slurm_two_nodes, tmp_path):
-    from test_accuracy import DIGITS_RUN
-
     digits = write_digits(tmp_path / "digits")
     out = tmp_path / "out"
     args = [*words(SLURM_RUN), *DIGITS_RUN, f"data.root={digits}", "train.epochs=2",

@@ -7,37 +7,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
 from conftest import ROOT, _empty_store, make_tree, rn50, runs_in
+from digits import DIGITS_RUN, write_digits
 from rn50 import accuracy, launch, report, resume, schedule, tracking
 from rn50.errors import ConfigError
-
-# resnet18 at 32 px on 1,437 training digits, fp32, NCHW (channels_last is ~4x slower on CPUs):
-# ~3 s an epoch on 2 cores; 8 epochs of the recipe reach 0.89 to 0.94 top-1, by torch version (0.886 on 2.14.1).
-DIGITS_RUN = ["train=accuracy", "model=resnet18", "model.num_classes=10", "model.channels_last=false",
-              "data=imagefolder", "data.image_size=32", "data.batch_size=32", "data.num_workers=1",
-              "precision=fp32", "dist.accelerator=cpu", "train.epochs=8", "train.lr_warmup_epochs=1"]
-
-
-def write_digits(root: Path, size: int = 32, val_every: int = 5) -> Path:
-    """sklearn's 1,797 digits as root/{train,val}/digitN/*.png, upscaled to size px; every
-    val_every-th image is held out for validation."""
-    import numpy as np
-    from PIL import Image
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    for i, (pixels, label) in enumerate(zip(digits.images, digits.target)):
-        folder = root / ("val" if i % val_every == 0 else "train") / f"digit{label}"
-        folder.mkdir(parents=True, exist_ok=True)
-        image = Image.fromarray((pixels * (255 / 16)).astype(np.uint8)).convert("RGB")
-        image.resize((size, size), Image.BILINEAR).save(folder / f"{i}.png")
-    return root
-
 
 def test_top_k_by_hand():
     logits = torch.tensor([

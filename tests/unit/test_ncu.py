@@ -12,7 +12,7 @@ from rn50.schema import Accelerator
 
 # Six kernels cut from `ncu --import R --csv --page raw --print-units base` of one ResNet-50
 # AMP step (batch 64) on an H100, Nsight Compute 2025.3: header, units row, kernel rows.
-RAW = Path(__file__).parent / "data" / "ncu_raw_h100_amp.csv"
+RAW = Path(__file__).parent.parent / "data" / "ncu_raw_h100_amp.csv"
 TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
 FMA = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
 ALU = "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"
@@ -52,7 +52,7 @@ REPORTS = {
 @pytest.mark.parametrize("precision", sorted(REPORTS))
 def test_a_real_report_gives_the_hand_computed_figures(compose_cfg, precision):
     kernels, total_ns, expected = REPORTS[precision]
-    m = ncu.aggregate(Path(__file__).parent / "data" / f"ncu_h100_{precision}.csv",
+    m = ncu.aggregate(Path(__file__).parent.parent / "data" / f"ncu_h100_{precision}.csv",
                       compose_cfg(["profiler=ncu"]).profiler.metrics)
     assert m["ncu/kernels"] == kernels
     assert m["ncu/profiled_gpu_ms"] == pytest.approx(total_ns / 1e6)
