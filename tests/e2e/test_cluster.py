@@ -1,5 +1,5 @@
-"""Beyond one host: cluster=slurm on a real one-node SLURM cluster, cluster=torchrun's checks, and
-the dry runs that print what each would start. Runs across two hosts: tests/test_multi_node.py."""
+"""Beyond one host: cluster=slurm on a real one-node SLURM cluster, and the dry runs that print what
+cluster=slurm and cluster=torchrun would start. Runs across two hosts: tests/e2e/test_multi_node.py."""
 
 import os
 import shutil
@@ -96,24 +96,6 @@ def test_slurm_errors_come_before_submission(slurm_cluster, tmp_path):
     assert not list(tmp_path.rglob(".submitit")), "a job folder was made: something was submitted"
 
 
-def test_torchrun_world_must_match_dist(compose_cfg, monkeypatch):
-    from rn50 import launch
-    from rn50.errors import ConfigError
-
-    cfg = compose_cfg(["cluster=torchrun", "dist=1n2g"])
-    with pytest.raises(ConfigError, match="torchrun did not start this process"):
-        launch.process_rank(cfg)
-    monkeypatch.setenv("RANK", "1")
-    monkeypatch.setenv("WORLD_SIZE", "3")
-    with pytest.raises(ConfigError, match="needs torchrun's --rdzv-id"):  # torchrun's default id, none
-        launch.process_rank(cfg)
-    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "rn50-test")
-    with pytest.raises(ConfigError, match="dist=1n2g needs 2 processes but torchrun started 3"):
-        launch.process_rank(cfg)
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    assert launch.process_rank(cfg) == 1
-
-
 def test_dry_runs_show_the_resources(tmp_path):
     proc = rn50(tmp_path, "--multirun", "cluster=slurm", "dist=2n8g,4n8g", "dry_run=true")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -161,68 +143,6 @@ def test_a_job_sbatch_refuses_has_its_run_closed_by_id(slurm_cluster, tmp_path):
     assert run.data.params["mlflow.run_id"] == run.info.run_id  # the id the job would have been given
 
 
-def test_a_task_of_a_job_step_is_a_rank_and_sbatchs_own_shell_submits(compose_cfg, monkeypatch):
-    from rn50 import clusters
-
-    slurm = clusters.of(compose_cfg(["cluster=slurm"]))
-    for name in ("SLURM_STEP_ID", "SLURM_PROCID", "RANK"):
-        monkeypatch.delenv(name, raising=False)
-    assert not slurm.in_task()  # a login node
-    monkeypatch.setenv("SLURM_PROCID", "0")  # sbatch's batch script, which is no step
-    assert not slurm.in_task()
-    monkeypatch.setenv("SLURM_STEP_ID", "0")  # a task srun started: submitit's, or launchers/rn50.sbatch's
-    assert slurm.in_task()
-
-
-def test_tasks_get_the_command_with_its_output_directory_and_run(tmp_path):
-    from rn50.slurm_jobs import task_argv
-
-    argv = ["cluster=slurm", "hydra.run.dir=mine", "++mlflow.run_id=old", "hydra.searchpath=[file:///c]"]
-    out = tmp_path / "it's here"
-    assert task_argv(argv, out, "abc") == [
-        "cluster=slurm", "hydra.searchpath=[file:///c]", f"hydra.run.dir='{str(out).replace(chr(39), chr(92) + chr(39))}'",
-        "mlflow.run_id=abc"]
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    for path in (out, tmp_path / "a\\b", tmp_path / "x\\'y", tmp_path / "end\\"):
-        (parsed,) = OverridesParser.create().parse_overrides(task_argv([], path, "abc")[:1])
-        assert parsed.value() == str(path)  # Hydra reads the quoted path back as it was
-
-
-def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg, tmp_path):
-    from rn50 import schema, slurm_jobs, tracking
-
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
-    cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
-    parent = tracking.start_run(cfg, "sweep", {"rn50.role": "sweep"}, params=False)
-    never_started, ran_out_of_memory, adopted, resumed_elsewhere = (
-        slurm_jobs.make_run(cfg, parent, schema.config_hash(cfg)) for _ in range(4))
-    slurm_jobs.close_run(cfg, never_started, "SLURM job 41 ended: CANCELLED DUE TO TIME LIMIT")
-    tracking.end_run(cfg.mlflow.tracking_uri, ran_out_of_memory, ok=False, tags={"failure": "oom"})
-    slurm_jobs.close_run(cfg, ran_out_of_memory, "SLURM job 42 ended")
-    oom = tracking.MlflowClient(cfg.mlflow.tracking_uri).get_run(ran_out_of_memory)
-    assert oom.data.tags["failure"] == "oom"  # its own closing stands
-    job = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db", f"mlflow.run_id={adopted}"])
-    with tracking.record(job, "point", {"cluster": "slurm"}, parent) as run_id:  # what the job's rank 0 does
-        assert run_id == adopted
-    # train.resume: the job goes on with the run it resumes, and the one made for it goes away.
-    job = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db",
-                       f"mlflow.run_id={resumed_elsewhere}"])
-    with tracking.record(job, "point", {"cluster": "slurm"}, parent, continue_run_id=ran_out_of_memory) as run_id:
-        assert run_id == ran_out_of_memory
-
-    runs = {r.info.run_id: r for r in runs_in(tmp_path)}
-    assert len(runs) == 4  # the sweep and its three points: nothing made twice, nothing left over
-    assert resumed_elsewhere not in runs
-    assert runs[never_started].info.status == "FAILED" and runs[never_started].data.tags["failure"] == "slurm"
-    assert "TIME LIMIT" in runs[never_started].data.tags["error"]
-    assert runs[never_started].data.params["cluster.name"] == "slurm"  # still a row of the report
-    assert runs[never_started].data.tags["mlflow.parentRunId"] == parent
-    assert runs[never_started].data.tags["rn50.config_hash"] == schema.config_hash(cfg)  # resume supersedes it
-    assert runs[ran_out_of_memory].info.status == "FINISHED"  # resumed, and finished this time
-    assert runs[adopted].info.status == "FINISHED" and runs[adopted].data.params["mlflow.run_id"] == adopted
-
-
 def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_cfg, tmp_path, monkeypatch):
     # The test cluster keeps no accounting, like some real ones: submitit's sacct cannot say that a
     # job whose task was killed has ended, so rn50 asks squeue, and closes the job's run.
@@ -247,25 +167,6 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
     run = tracking.MlflowClient(cfg.mlflow.tracking_uri).get_run(run_id)
     assert run.info.status == "FAILED" and run.data.tags["failure"] == "slurm"
     assert f"SLURM job {job.job_id} ended: " in run.data.tags["error"]
-
-
-def test_submitting_from_inside_a_job_hides_only_that_jobs_variables(monkeypatch):
-    from rn50 import slurm
-
-    monkeypatch.setenv("SBATCH_ACCOUNT", "proj")  # the user's own settings, for any sbatch
-    monkeypatch.setenv("SLURM_CLUSTERS", "c2")
-    monkeypatch.setenv("SLURM_CONF", "/etc/slurm/other.conf")
-    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    monkeypatch.setenv("SLURM_NTASKS", "7")
-    with slurm.outside_job():  # a login node: nothing changes
-        assert os.environ["SLURM_NTASKS"] == "7" and os.environ["SBATCH_ACCOUNT"] == "proj"
-    monkeypatch.setenv("SLURM_JOB_ID", "12")  # an sbatch script
-    monkeypatch.setenv("SLURM_MEM_PER_CPU", "100")
-    with slurm.outside_job():
-        assert not {"SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_MEM_PER_CPU"} & set(os.environ)
-        assert (os.environ["SBATCH_ACCOUNT"], os.environ["SLURM_CLUSTERS"], os.environ["SLURM_CONF"]) == (
-            "proj", "c2", "/etc/slurm/other.conf")
-    assert os.environ["SLURM_JOB_ID"] == "12" and os.environ["SLURM_MEM_PER_CPU"] == "100"
 
 
 def test_a_command_in_an_sbatch_script_submits_a_job_of_its_own(slurm_cluster, tmp_path):

@@ -161,32 +161,6 @@ def test_report_errors_are_one_line(tmp_path):
     assert errors[0].startswith("rn50.report: error: --parent-run-id nosuch")
 
 
-def test_profiled_runs_are_no_speedup_reference():
-    from rn50.report import add_scaling
-
-    def row(gpus, ips, profiled):
-        return {"setup": "model.arch=resnet50", "gpus": gpus, "status": "FINISHED", "failure": "",
-                "images_per_sec_median": ips, "profiled": profiled}
-
-    rows = add_scaling([row(1, 1000.0, False), row(1, 500.0, True), row(2, 1800.0, False)])
-    assert [r["speedup"] for r in rows] == [1.0, 0.5, 1.8]  # all against the unprofiled 1000
-
-
-def test_ncu_runs_have_no_throughput_in_reports(compose_cfg, tmp_path):
-    # ncu intercepts every kernel launch of the measured window too (docs/benchmarks.md).
-    from rn50 import report, tracking
-
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    for profiler in ("none", "ncu", "pytorch"):
-        cfg = compose_cfg([f"profiler={profiler}", f"mlflow.tracking_uri={uri}"])
-        run_id = tracking.start_run(cfg, profiler, {})
-        tracking.log_results(uri, run_id, {"throughput/images_per_sec": 1000.0})
-        tracking.end_run(uri, run_id, ok=True)
-    rows = {r["point"]: r for r in report.collect(uri, experiment="rn50")}
-    assert rows["ncu"]["images_per_sec_median"] is None and rows["ncu"]["speedup"] is None
-    assert rows["pytorch"]["images_per_sec_median"] == 1000.0 and rows["none"]["speedup"] == 1.0
-
-
 def test_a_stopped_sweep_resumes_without_rerunning_finished_points(tmp_path):
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     args = ["--multirun", *TINY_NO_BATCH, "precision=fp32", "data.batch_size=2,3,4"]

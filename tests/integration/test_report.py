@@ -1,4 +1,5 @@
-"""Sweep report rows and files from a real sqlite store: device names, CSV, JSON, plots, Description."""
+"""Sweep report rows and files from a real sqlite store: device names, CSV, JSON, plots, Description,
+energy columns and the chosen batch, and profiled runs that are no speedup reference."""
 
 import csv
 import json
@@ -8,6 +9,12 @@ import pytest
 
 from conftest import _empty_store
 from rn50 import report, tracking
+from rn50.nvml import energy_metrics
+
+
+def empty_store_in(folder) -> str:
+    shutil.copy(_empty_store(), folder / "mlflow.db")
+    return f"sqlite:///{folder}/mlflow.db"
 
 
 @pytest.fixture(scope="module")
@@ -16,9 +23,7 @@ def uri(tmp_path_factory):
 
     from conftest import CONF
 
-    folder = tmp_path_factory.mktemp("report")
-    shutil.copy(_empty_store(), folder / "mlflow.db")
-    uri = f"sqlite:///{folder}/mlflow.db"
+    uri = empty_store_in(tmp_path_factory.mktemp("report"))
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         for accelerator, batch, ips in (("cpu", 2, 1.5), ("cpu", 4, 2.5), ("gpu", 256, 2800.0)):
             cfg = compose(config_name="config", overrides=[
@@ -83,12 +88,50 @@ def test_description_is_the_table_cut_at_a_row(uri):
 def test_summary_metrics_are_logged_as_the_ui_should_show_them(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from rn50 import tracking
-
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = empty_store_in(tmp_path)  # a copy: making a store's schema takes seconds
     client = MlflowClient(uri)
     run_id = client.create_run(client.create_experiment("rounding")).info.run_id
     tracking.log_results(uri, run_id, {"throughput/images_per_sec": 6223.510416486892, "mfu_pct": 15.284572746490362},
                          series={"step_time_ms": [41.123456789]})
     run = client.get_run(run_id)
     assert run.data.metrics == {"throughput/images_per_sec": 6223.51, "mfu_pct": 15.2846, "step_time_ms": 41.123456789}
+
+
+def test_profiled_runs_are_no_speedup_reference():
+    from rn50.report import add_scaling
+
+    def row(gpus, ips, profiled):
+        return {"setup": "model.arch=resnet50", "gpus": gpus, "status": "FINISHED", "failure": "",
+                "images_per_sec_median": ips, "profiled": profiled}
+
+    rows = add_scaling([row(1, 1000.0, False), row(1, 500.0, True), row(2, 1800.0, False)])
+    assert [r["speedup"] for r in rows] == [1.0, 0.5, 1.8]  # all against the unprofiled 1000
+
+
+def test_ncu_runs_have_no_throughput_in_reports(compose_cfg, tmp_path):
+    # ncu intercepts every kernel launch of the measured window too (docs/benchmarks.md).
+    uri = empty_store_in(tmp_path)  # a copy: making a store's schema takes seconds
+    for profiler in ("none", "ncu", "pytorch"):
+        cfg = compose_cfg([f"profiler={profiler}", f"mlflow.tracking_uri={uri}"])
+        run_id = tracking.start_run(cfg, profiler, {})
+        tracking.log_results(uri, run_id, {"throughput/images_per_sec": 1000.0})
+        tracking.end_run(uri, run_id, ok=True)
+    rows = {r["point"]: r for r in report.collect(uri, experiment="rn50")}
+    assert rows["ncu"]["images_per_sec_median"] is None and rows["ncu"]["speedup"] is None
+    assert rows["pytorch"]["images_per_sec_median"] == 1000.0 and rows["none"]["speedup"] == 1.0
+
+
+def test_the_sweep_report_has_energy_columns_and_the_chosen_batch(compose_cfg, tmp_path):
+    uri = empty_store_in(tmp_path)  # a copy: making a store's schema takes seconds
+    for batch, chosen in (("256", None), ("auto", 448)):
+        cfg = compose_cfg([f"data.batch_size={batch}", f"mlflow.tracking_uri={uri}"])
+        run_id = tracking.start_run(cfg, f"bs{batch}", {})
+        metrics = {"throughput/images_per_sec": 1000.0, **energy_metrics({0: 250.0}, 1000)}
+        tracking.log_results(uri, run_id, {**metrics, **({"data.batch_size_chosen": chosen} if chosen else {})})
+        tracking.end_run(uri, run_id, ok=True)
+    rows = {r["point"]: r for r in report.collect(uri, experiment="rn50")}
+    assert rows["bs256"]["batch_per_gpu"] == 256 and rows["bsauto"]["batch_per_gpu"] == 448
+    assert rows["bsauto"]["images_per_joule"] == pytest.approx(4.0)
+    assert rows["bsauto"]["joules_per_image"] == pytest.approx(0.25)
+    header = report.markdown(list(rows.values())).splitlines()[0]
+    assert "images/J" in header and "J/image" in header

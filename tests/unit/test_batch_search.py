@@ -1,12 +1,10 @@
-"""data.batch_size=auto: the search against scripted probes, and the real probe on the CPU."""
+"""data.batch_size=auto: the search against scripted probes (the real probe: tests/integration/test_batch_probe.py)."""
 
-import re
 import csv
 
 import pytest
 
 from rn50 import batch_search
-from rn50.launch import set_num_classes
 from rn50.batch_search import NoBatchFits, find_batch
 
 
@@ -109,60 +107,3 @@ def test_metrics_and_csv(tmp_path):
     assert [int(r["batch"]) for r in rows] == [p.batch for p in result.probes]
     assert [r["oom"] for r in rows if r["batch"] == "128"] == ["1"]
     assert sum(int(r["chosen"]) for r in rows) == 1
-
-
-@pytest.mark.slow
-def test_real_probe_on_the_cpu_picks_a_batch_and_frees_the_search(compose_cfg, capsys):
-    from rn50.schema import validate
-
-    cfg = validate(compose_cfg(["dist.accelerator=cpu", "model=resnet18", "data.image_size=32",
-                                "precision=fp32", "data.batch_size=auto"]))
-    set_num_classes(cfg)  # as the launcher's preflight does
-    # Two probes of one step: batch 2, then 4 (the cap); (2 + 4) / 2 snaps to 4, already probed.
-    limits = batch_search.Limits(start=2, max_batch=4, multiple=2, warmup_steps=0, steps=1, step_budget=4)
-    result = batch_search.resolve_auto_batch(cfg, "cpu", limits)
-    assert [p.batch for p in result.probes] == [2, 4]
-    assert cfg.data.batch_size == result.batch and result.batch in (2, 4) and result.steps == 2
-    assert all(p.images_per_sec > 0 for p in result.probes)
-    lines = capsys.readouterr().err.splitlines()  # pytest's capture is not a terminal: plain lines
-    assert lines[0] == "rn50: batch search 0/4 steps" and re.fullmatch(
-        rf"rn50: batch search 2/2 steps, \d+ s, batch {result.batch}", lines[-1]), lines
-    # A fixed batch is left alone.
-    fixed = validate(compose_cfg(["dist.accelerator=cpu", "data.batch_size=4"]))
-    assert batch_search.resolve_auto_batch(fixed, "cpu") is None and fixed.data.batch_size == 4
-
-
-AGREE = """
-import sys
-from omegaconf import OmegaConf
-from rn50.batch_search import agree_on_batch, join_ranks
-from rn50.schema import Rn50Config
-import torch, torch.distributed as dist
-cfg = OmegaConf.merge(OmegaConf.structured(Rn50Config), {"dist": {"gpus_per_node": 2, "accelerator": "cpu"}})
-join_ranks(cfg, torch.device("cpu"))
-rank = dist.get_rank()
-chosen = agree_on_batch(10 + rank)  # each rank found another batch; rank 0's wins
-from lightning_fabric.utilities.distributed import _init_dist_connection
-from pytorch_lightning.plugins.environments import TorchElasticEnvironment
-_init_dist_connection(TorchElasticEnvironment(), "gloo")  # what Lightning's DDP does next: a no-op now
-print(f"rank {rank} chose {chosen}", flush=True)
-dist.destroy_process_group()
-"""
-
-
-@pytest.mark.slow
-def test_ranks_join_and_take_rank_0s_batch(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
-    script = tmp_path / "agree.py"
-    script.write_text(AGREE)
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           str(script)], env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    # The two ranks print at once, so their lines can run together on the shared stdout.
-    assert sorted(re.findall(r"rank \d chose \d+", proc.stdout)) == ["rank 0 chose 10", "rank 1 chose 10"]

@@ -1,4 +1,5 @@
-"""Energy per image: NVML's energy counter at the window edges, power samples where it is missing."""
+"""Energy per image: NVML's energy counter at the window edges, power samples where it is missing
+(the report's energy columns: tests/integration/test_report.py)."""
 
 import math
 import time
@@ -80,21 +81,3 @@ def test_per_rank_images_and_missing_figures():
     assert "gpu1/joules_per_image" not in m
     assert m["energy/joules_per_image"] == pytest.approx(400.0 / 3000)
     assert energy_metrics({}, 1000) == {}  # a CPU run: no energy metrics at all
-
-
-def test_the_sweep_report_has_energy_columns_and_the_chosen_batch(compose_cfg, tmp_path):
-    from rn50 import report, tracking
-
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    for batch, chosen in (("256", None), ("auto", 448)):
-        cfg = compose_cfg([f"data.batch_size={batch}", f"mlflow.tracking_uri={uri}"])
-        run_id = tracking.start_run(cfg, f"bs{batch}", {})
-        metrics = {"throughput/images_per_sec": 1000.0, **energy_metrics({0: 250.0}, 1000)}
-        tracking.log_results(uri, run_id, {**metrics, **({"data.batch_size_chosen": chosen} if chosen else {})})
-        tracking.end_run(uri, run_id, ok=True)
-    rows = {r["point"]: r for r in report.collect(uri, experiment="rn50")}
-    assert rows["bs256"]["batch_per_gpu"] == 256 and rows["bsauto"]["batch_per_gpu"] == 448
-    assert rows["bsauto"]["images_per_joule"] == pytest.approx(4.0)
-    assert rows["bsauto"]["joules_per_image"] == pytest.approx(0.25)
-    header = report.markdown(list(rows.values())).splitlines()[0]
-    assert "images/J" in header and "J/image" in header

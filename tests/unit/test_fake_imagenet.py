@@ -1,13 +1,11 @@
-"""rn50.fake_imagenet: the tree ImageFolder reads, ImageNet-like JPEGs, determinism and the CLI."""
+"""rn50.fake_imagenet: the tree ImageFolder reads, ImageNet-like JPEGs and determinism (the CLI:
+tests/e2e/test_fake_imagenet_cli.py)."""
 
-import subprocess
-import sys
 
 import pytest
 from PIL import Image
 from torchvision.datasets import ImageFolder
 
-from conftest import ROOT
 from rn50.fake_imagenet import make
 
 N, M, K = 3, 8, 4  # 36 images: enough for a mean file size, quick on 2 cores
@@ -17,11 +15,6 @@ N, M, K = 3, 8, 4  # 36 images: enough for a mean file size, quick on 2 cores
 def tree(tmp_path_factory):
     out = tmp_path_factory.mktemp("fake") / "imagenet"
     return out, make(out, classes=N, train_per_class=M, val_per_class=K, workers=2, seed=0)
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "rn50.fake_imagenet", *map(str, args)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 def test_tree_is_an_image_folder(tree):
@@ -64,32 +57,3 @@ def test_same_seed_same_bytes(tmp_path):
 
     a, b = files(tmp_path / "a", 1), files(tmp_path / "b", 2)
     assert len(a) == 6 and a == b
-
-
-def test_cli_writes_tree_and_summary(tmp_path):
-    proc = cli(tmp_path / "out", "--classes", 2, "--train-per-class", 3, "--val-per-class", 1, "--workers", 2)
-    assert proc.returncode == 0, proc.stderr
-    assert len(list((tmp_path / "out").rglob("*.JPEG"))) == 8
-    assert proc.stdout.count("\n") == 1
-    assert "wrote 8 images (6 train, 2 val)" in proc.stdout and "KB" in proc.stdout
-    assert proc.stderr == ""
-
-
-@pytest.mark.parametrize("case", ["not_empty", "classes_0", "train_0"])
-def test_cli_errors_are_one_line(tmp_path, case):
-    out = tmp_path / "out"
-    counts = {"--classes": 2, "--train-per-class": 1, "--val-per-class": 0}
-    if case == "not_empty":
-        out.mkdir()
-        (out / "keep.txt").write_text("mine")
-    else:
-        counts["--classes" if case == "classes_0" else "--train-per-class"] = 0
-    proc = cli(out, *[str(x) for kv in counts.items() for x in kv])
-    assert proc.returncode == 2
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rn50.fake_imagenet: error:"), proc.stderr
-    if case == "not_empty":
-        assert "choose a new directory or remove it" in lines[0]
-        assert [p.name for p in out.iterdir()] == ["keep.txt"]
-    else:
-        assert not out.exists()

@@ -5,14 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY, rn50, runs_in
 from rn50 import ncu
 from rn50.errors import ConfigError, RunFailed
 from rn50.schema import Accelerator
 
 # Six kernels cut from `ncu --import R --csv --page raw --print-units base` of one ResNet-50
 # AMP step (batch 64) on an H100, Nsight Compute 2025.3: header, units row, kernel rows.
-RAW = Path(__file__).parent.parent / "data" / "ncu_raw_h100_amp.csv"
+DATA = Path(__file__).parent.parent / "data"
+RAW = DATA / "ncu_raw_h100_amp.csv"
+NO_PERMISSION = (DATA / "ncu_no_permission.log").read_text()  # ncu's log where counters need root
+FINE = (DATA / "ncu_fine.log").read_text()  # the first and last lines of a real run's log
 TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
 FMA = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
 ALU = "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"
@@ -52,7 +54,7 @@ REPORTS = {
 @pytest.mark.parametrize("precision", sorted(REPORTS))
 def test_a_real_report_gives_the_hand_computed_figures(compose_cfg, precision):
     kernels, total_ns, expected = REPORTS[precision]
-    m = ncu.aggregate(Path(__file__).parent.parent / "data" / f"ncu_h100_{precision}.csv",
+    m = ncu.aggregate(DATA / f"ncu_h100_{precision}.csv",
                       compose_cfg(["profiler=ncu"]).profiler.metrics)
     assert m["ncu/kernels"] == kernels
     assert m["ncu/profiled_gpu_ms"] == pytest.approx(total_ns / 1e6)
@@ -76,20 +78,6 @@ def test_durations_in_other_units_are_converted(tmp_path):
     m = ncu.aggregate(tmp_path / "us.csv", {"tensor_pipe_pct": TENSOR})
     assert m["ncu/profiled_gpu_ms"] == pytest.approx(140.0)
     assert m["ncu/tensor_pipe_pct"] == pytest.approx(3999974.4 / 140000)
-
-
-NO_PERMISSION = (
-    "==PROF== Connected to process 504 (/usr/bin/python3.12)\n"
-    "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
-    "Counters on the target device 0. For instructions on enabling permissions and to get more "
-    "information see https://developer.nvidia.com/ERR_NVGPUCTRPERM\n"
-)
-FINE = (  # the first and last lines of a real run's log
-    "==WARNING== Note: Running with unmodified GPU clocks. If not controlled otherwise, profiling "
-    "results may be inconsistent.\n==PROF== Connected to process 504 (/usr/bin/python3.12)\n"
-    '==PROF== Profiling "amp_update_scale_cuda_kernel" - 608: 0%....50%....100% - 3 passes\n'
-    "==PROF== Disconnected from process 504\n==PROF== Report: /root/out/probe_amp.ncu-rep\n"
-)
 
 
 def test_ncu_errors_become_one_line_with_the_fix(tmp_path):
@@ -118,29 +106,6 @@ def test_ncu_wraps_the_worker_and_collects_only_between_start_and_stop(compose_c
     assert flag("--export") == str(tmp_path / "ncu") and flag("--log-file") == str(tmp_path / ncu.LOG)
 
 
-def test_collect_exports_the_report_and_fails_on_ncus_errors(compose_cfg, tmp_path):
-    # A stand-in for ncu that answers `--import` with the real CSV and records its arguments.
-    fake = tmp_path / "ncu"
-    fake.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/args\ncat {RAW}\n')
-    fake.chmod(0o755)
-    cfg = compose_cfg(["profiler=ncu", f"profiler.executable={fake}"])
-    out = tmp_path / "out"
-    out.mkdir()
-    with pytest.raises(RunFailed, match="wrote no report"):
-        ncu.collect(cfg, out)
-    (out / ncu.REPORT).write_bytes(b"")
-    (out / ncu.LOG).write_text(FINE)
-    metrics, files = ncu.collect(cfg, out)
-    assert metrics["ncu/kernels"] == 6 and metrics["ncu/tensor_pipe_pct"] == pytest.approx(3999974.4 / 140000)
-    assert files[0] == str(out / ncu.CSV) and (out / ncu.CSV).read_text() == RAW.read_text()
-    args = (tmp_path / "args").read_text().split()
-    assert args[:2] == ["--import", str(out / ncu.REPORT)] and "raw" in args and "base" in args
-    (out / ncu.LOG).write_text(NO_PERMISSION)
-    with pytest.raises(RunFailed, match="ERR_NVGPUCTRPERM") as info:
-        ncu.collect(cfg, out)
-    assert info.value.kind == "profiler"
-
-
 @pytest.mark.parametrize("override,key", [("dist=1n2g", "dist=1n2g"), ("dist.accelerator=cpu", "dist.accelerator=cpu")])
 def test_ncu_needs_one_gpu_process(compose_cfg, override, key):
     cfg = compose_cfg(["profiler=ncu", f"profiler.executable={sys.executable}", override])
@@ -156,12 +121,3 @@ def test_ncu_not_on_path_names_the_key(compose_cfg, tmp_path, monkeypatch):
         ncu.preflight(compose_cfg(["profiler=ncu"]))
     assert str(info.value).startswith("profiler=ncu needs Nsight Compute's ncu, not found as 'ncu' on PATH;")
     assert "profiler.executable=/path/to/ncu" in str(info.value)
-
-
-def test_missing_ncu_is_one_line_and_no_run(tmp_path):
-    proc = rn50(tmp_path, *TINY, "profiler=ncu", "profiler.executable=/nonexistent/ncu")
-    assert proc.returncode == 2
-    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
-    assert len(errors) == 1 and errors[0].startswith("rn50: error: profiler=ncu needs Nsight Compute"), proc.stderr
-    assert "not found as '/nonexistent/ncu'" in errors[0] and "profiler.executable=" in errors[0]
-    assert not runs_in(tmp_path)

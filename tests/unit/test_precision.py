@@ -1,28 +1,13 @@
 """A precision is one YAML file and one class, typed by its own schema where it has keys of its
-own (amp_static's loss_scale); this test also adds one that rn50 has never seen and runs it."""
+own (amp_static's loss_scale). One that rn50 has never seen runs in tests/e2e/test_precision_option.py."""
 
-import textwrap
 
 import pytest
 from hydra.errors import ConfigCompositionException
 
-from conftest import TINY, rn50, runs_in
 from rn50 import precision
 from rn50.errors import ConfigError
 from rn50.schema import validate
-
-# bf16 autocast with TF32 off: what bf16 would be without TF32 for the layers autocast keeps in fp32.
-MODULE = '''
-from rn50.precision import Bf16
-
-
-class Bf16NoTf32(Bf16):
-    name, tf32 = "bf16_no_tf32", False
-'''
-YAML = """\
-_target_: my_precision.Bf16NoTf32
-name: bf16_no_tf32
-"""
 
 
 @pytest.mark.parametrize("option,cls,autocast,tf32,peak", [
@@ -62,18 +47,3 @@ def test_a_precision_name_alone_cannot_switch_the_class(compose_cfg):
                                           r"rn50\.precision\.Amp, which is precision=amp; choose the precision "
                                           r"with precision=bf16$"):
         precision.of(compose_cfg(["precision.name=bf16"]))
-
-
-@pytest.mark.slow
-def test_a_precision_from_a_yaml_file_and_a_class_runs_and_is_recorded(tmp_path):
-    (tmp_path / "my_precision.py").write_text(textwrap.dedent(MODULE))
-    (tmp_path / "conf" / "precision").mkdir(parents=True)
-    (tmp_path / "conf" / "precision" / "bf16_no_tf32.yaml").write_text(YAML)
-    overrides = [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "precision=bf16_no_tf32"]
-    proc = rn50(tmp_path, *TINY, *overrides, env={"PYTHONPATH": str(tmp_path)})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (run,) = runs_in(tmp_path)
-    assert run.info.status == "FINISHED"
-    assert run.data.params["precision.name"] == "bf16_no_tf32"
-    assert run.data.params["precision._target_"] == "my_precision.Bf16NoTf32"
-    assert run.data.metrics["throughput/images_per_sec"] > 0

@@ -1,9 +1,7 @@
 """Presets (conf/experiment/), compile modes and CUDA graphs as config, and data.batch_size=auto."""
 
 import pytest
-import yaml
 
-from conftest import TINY, rn50, runs_in
 from rn50.compilation import check_cuda_graphs, compile_mode
 from rn50.errors import ConfigError
 from rn50.schema import Accelerator, validate
@@ -52,25 +50,6 @@ def test_the_command_line_wins_over_a_preset(compose_cfg, before):
     assert cfg.data.batch_size == 256 and cfg.precision.name == "bf16"
     validate(on_gpu(cfg))
     assert compile_mode(cfg.model) == "default"  # no graphs: the preset's compile, default mode
-
-
-@pytest.mark.slow
-def test_cfg_job_shows_what_a_preset_sets(tmp_path):
-    proc = rn50(tmp_path, "experiment=fastest", "--cfg", "job")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    job = yaml.safe_load(proc.stdout)
-    assert job["data"]["batch_size"] == 512 and job["precision"]["name"] == "amp"
-    assert job["model"]["compile"] is True and job["model"]["cuda_graphs"] is True
-
-
-@pytest.mark.slow
-def test_cuda_graphs_on_the_cpu_is_one_line_and_no_run(tmp_path):
-    proc = rn50(tmp_path, *TINY, "model.compile=true", "model.cuda_graphs=true")
-    assert proc.returncode == 2
-    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
-    assert errors == ["rn50: error: model.cuda_graphs=true captures CUDA graphs, which need a GPU, "
-                      "but this run is on the CPU; use model.cuda_graphs=false"], proc.stderr[-2000:]
-    assert not runs_in(tmp_path)
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -1,23 +1,12 @@
-"""profiler=pytorch and the NVTX ranges: the analysis on hand-made events, and a tiny CPU run."""
+"""profiler=pytorch: the analysis on hand-made events (a real run: tests/e2e/test_profile_run.py)."""
 
-import csv
-import gzip
-import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import pytorch_lightning as pl
 from torch.autograd import DeviceType
 
-from conftest import TINY, rn50, runs_in
-from rn50 import data, precision
-from rn50.launch import set_num_classes
-from rn50.model import ResNetModule
-from rn50.nvtx import NvtxRanges
 from rn50.profile import (KINDS, Span, classify, device_work, host_work, kernel_table, step_window,
                           summarize, union_us)
-from rn50.tracking import MlflowClient
 
 # Real names: CUDA kernels from an H100 ResNet-50 AMP step, operators from a CPU run.
 NAMES = {
@@ -114,37 +103,3 @@ def test_work_and_window_are_picked_from_profiler_events():
     assert [s.name for s in host_work(events)] == [
         "aten::conv2d", "Optimizer.step#SGD.step", "autograd::engine::evaluate_function: ReluBackward0",
         "cudaLaunchKernel"]
-
-
-def test_nvtx_ranges_nest_and_balance_in_lightnings_hook_order(compose_cfg):
-    cfg = compose_cfg(TINY)
-    set_num_classes(cfg)  # as the launcher's preflight does
-    calls = []
-    ranges = NvtxRanges(push=calls.append, pop=lambda: calls.append("pop"))
-    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=2, callbacks=[ranges], logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         plugins=[precision.of(cfg).plugin("cpu")])
-    trainer.fit(ResNetModule(cfg.model, cfg.optim, False), datamodule=data.build(cfg))
-    step = ["pop", "step", "forward", "pop", "backward", "pop", "optimizer", "pop", "pop", "data"]
-    assert calls == ["data", *step, *step, "pop"]
-
-
-@pytest.mark.slow
-def test_a_pytorch_profiled_run_keeps_trace_table_and_busy_share(tmp_path):
-    proc = rn50(tmp_path, *TINY, "profiler=pytorch", "profiler.wait=0", "profiler.warmup=1", "profiler.active=2")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (run,) = runs_in(tmp_path)
-    assert run.info.status == "FINISHED" and run.data.tags["profiled"] == "pytorch"
-    m = run.data.metrics
-    assert 0 < m["profile/device_busy_pct"] <= 100
-    assert m["profile/conv_gemm_pct"] > 0 and m["profile/batchnorm_pct"] > 0
-    assert sum(m[f"profile/{k}_pct"] for k in KINDS) == pytest.approx(100)
-    artifacts = {a.path for a in MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").list_artifacts(run.info.run_id)}
-    assert {"trace.json.gz", "kernels.csv"} <= artifacts
-    out = Path(run.data.tags["output_dir"])
-    trace = json.load(gzip.open(out / "trace.json.gz"))
-    assert sum(e.get("name", "").startswith("ProfilerStep#") for e in trace["traceEvents"]) == 2
-    rows = list(csv.DictReader(open(out / "kernels.csv")))
-    assert any(r["name"] == "aten::conv2d" for r in rows)
-    # the measured window came first and is unchanged: 2 steps
-    assert len(list(csv.DictReader(open(out / "step_times.csv")))) == 2

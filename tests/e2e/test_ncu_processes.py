@@ -1,0 +1,45 @@
+"""profiler=ncu's processes: the collection step that runs ncu (a stand-in executable) and a missing
+ncu refused in one line before any run."""
+
+import pytest
+
+from conftest import ROOT, TINY, rn50, runs_in
+from rn50 import ncu
+from rn50.errors import RunFailed
+
+DATA = ROOT / "tests" / "data"
+RAW = DATA / "ncu_raw_h100_amp.csv"
+NO_PERMISSION = (DATA / "ncu_no_permission.log").read_text()  # ncu's log where counters need root
+FINE = (DATA / "ncu_fine.log").read_text()  # the first and last lines of a real run's log
+
+
+def test_collect_exports_the_report_and_fails_on_ncus_errors(compose_cfg, tmp_path):
+    # A stand-in for ncu that answers `--import` with the real CSV and records its arguments.
+    fake = tmp_path / "ncu"
+    fake.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/args\ncat {RAW}\n')
+    fake.chmod(0o755)
+    cfg = compose_cfg(["profiler=ncu", f"profiler.executable={fake}"])
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(RunFailed, match="wrote no report"):
+        ncu.collect(cfg, out)
+    (out / ncu.REPORT).write_bytes(b"")
+    (out / ncu.LOG).write_text(FINE)
+    metrics, files = ncu.collect(cfg, out)
+    assert metrics["ncu/kernels"] == 6 and metrics["ncu/tensor_pipe_pct"] == pytest.approx(3999974.4 / 140000)
+    assert files[0] == str(out / ncu.CSV) and (out / ncu.CSV).read_text() == RAW.read_text()
+    args = (tmp_path / "args").read_text().split()
+    assert args[:2] == ["--import", str(out / ncu.REPORT)] and "raw" in args and "base" in args
+    (out / ncu.LOG).write_text(NO_PERMISSION)
+    with pytest.raises(RunFailed, match="ERR_NVGPUCTRPERM") as info:
+        ncu.collect(cfg, out)
+    assert info.value.kind == "profiler"
+
+
+def test_missing_ncu_is_one_line_and_no_run(tmp_path):
+    proc = rn50(tmp_path, *TINY, "profiler=ncu", "profiler.executable=/nonexistent/ncu")
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith("rn50: error: profiler=ncu needs Nsight Compute"), proc.stderr
+    assert "not found as '/nonexistent/ncu'" in errors[0] and "profiler.executable=" in errors[0]
+    assert not runs_in(tmp_path)

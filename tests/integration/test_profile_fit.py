@@ -1,0 +1,23 @@
+"""NVTX ranges in a real fit of rn50's module on a composed, shrunk config."""
+
+
+import pytorch_lightning as pl
+
+from conftest import TINY
+from rn50 import data, precision
+from rn50.launch import set_num_classes
+from rn50.model import ResNetModule
+from rn50.nvtx import NvtxRanges
+
+
+def test_nvtx_ranges_nest_and_balance_in_lightnings_hook_order(compose_cfg):
+    cfg = compose_cfg(TINY)
+    set_num_classes(cfg)  # as the launcher's preflight does
+    calls = []
+    ranges = NvtxRanges(push=calls.append, pop=lambda: calls.append("pop"))
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=2, callbacks=[ranges], logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         plugins=[precision.of(cfg).plugin("cpu")])
+    trainer.fit(ResNetModule(cfg.model, cfg.optim, False), datamodule=data.build(cfg))
+    step = ["pop", "step", "forward", "pop", "backward", "pop", "optimizer", "pop", "pop", "data"]
+    assert calls == ["data", *step, *step, "pop"]
