@@ -46,7 +46,7 @@ def test_two_ranks_count_every_image_once(tmp_path):
     for p in procs:
         p.start()
     for p in procs:
-        p.join(120)
+        p.join()
     assert [p.exitcode for p in procs] == [0, 0]
     assert sorted(out[0][0] + out[1][0]) == list(range(7))
     expected = {"top1": 3 / 7, "top5": 4 / 7, "images": 7}
@@ -75,7 +75,7 @@ def test_digits_reach_the_target_and_a_killed_run_resumes_to_the_same_result(tmp
         assert killed.poll() is None
         time.sleep(0.05)
     killed.send_signal(signal.SIGTERM)
-    assert killed.wait(60) == 128 + signal.SIGTERM
+    assert killed.wait() == 128 + signal.SIGTERM
     epochs_before = len((tmp_path / "parts" / "epochs.jsonl").read_text().splitlines())
     assert epochs_before < 8
     again = rn50(tmp_path, *run, "hydra.run.dir=parts", "train.resume=true")
@@ -136,7 +136,7 @@ def test_slurm_requeues_a_signalled_job_into_the_same_run(slurm_cluster, tmp_pat
             subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, check=True)
             break
         time.sleep(0.5)
-    output = proc.communicate(timeout=240)[0]
+    output = proc.communicate()[0]
     assert proc.returncode == 0, output[-3000:]
     (run,) = runs_in(tmp_path)
     assert run.info.status == "FINISHED" and run.data.tags["resumed"] == "true"
@@ -148,7 +148,7 @@ def test_slurm_requeues_a_signalled_job_into_the_same_run(slurm_cluster, tmp_pat
     # train.resume=true submits a job that goes on with the same run: none is made for it.
     again = subprocess.run([sys.executable, "-m", "rn50", "cluster=slurm", *DIGITS_RUN, f"data.root={digits}",
                             "train.epochs=2", "hydra.run.dir=one", "train.resume=true"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=240)
+                           capture_output=True, text=True)
     assert again.returncode == 0, again.stderr[-3000:]
     (same,) = runs_in(tmp_path)
     assert same.info.run_id == run.info.run_id and same.info.status == "FINISHED"

@@ -22,7 +22,7 @@ def test_a_hidden_module_is_named_with_its_fix(tmp_path):
     (shim / "__init__.py").write_text("raise ImportError('No module named mlflow (hidden by the test)')\n")
     env = {**os.environ, "PYTHONPATH": f"{shim.parent}:{ROOT}"}
     proc = subprocess.run([sys.executable, "-m", "rn50.doctor"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+                          text=True)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (line,) = [l for l in proc.stdout.splitlines() if l.startswith("FAIL")]
     assert re.match(r"FAIL\s+mlflow\s+cannot import mlflow \(ImportError: No module named mlflow \(hidden by the "

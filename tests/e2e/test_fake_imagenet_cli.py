@@ -10,7 +10,7 @@ from conftest import ROOT
 
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "rn50.fake_imagenet", *map(str, args)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True)
 
 
 def test_cli_writes_tree_and_summary(tmp_path):

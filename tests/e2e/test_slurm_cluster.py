@@ -18,7 +18,7 @@ TASK_VARS = ["SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_PROCID", "SLURM_LOC
 def sbatch(cluster, script, out, *args, env=None):
     """`sbatch --wait ARGS` with the batch script on stdin and its output in out; returns once the job ended."""
     return subprocess.run(["sbatch", "--wait", "--nodes=1", "--ntasks-per-node=2", f"--output={out}", *args],
-                          input=script, env=env or cluster.env, capture_output=True, text=True, timeout=60)
+                          input=script, env=env or cluster.env, capture_output=True, text=True)
 
 
 def test_srun_tasks_see_their_rank_and_the_submitters_env(slurm_cluster, tmp_path):
