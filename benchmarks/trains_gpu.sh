@@ -44,9 +44,9 @@ bare() {  # new|old, name, then rn50.baseline arguments; its JSON line lands in 
 
 if want tests; then  # the gpu-marked tests, with CUDA's fused kernels
   t0=$SECONDS
-  (cd "$repo" && timeout "$(limit)" python3 -m pytest -p no:cacheprovider -n 0 -m gpu -q -rs tests/test_trained.py \
+  (cd "$repo" && timeout "$(limit)" python3 -m pytest -p no:cacheprovider -n 0 -m gpu -q -rs tests/unit/test_trained.py tests/e2e/test_trained_runs.py \
     > "$out/pytest_gpu.log" 2>&1)
-  echo "pytest -m gpu tests/test_trained.py: exit $? in $((SECONDS - t0)) s"; tail -n 3 "$out/pytest_gpu.log"
+  echo "pytest -m gpu tests/unit/test_trained.py tests/e2e/test_trained_runs.py: exit $? in $((SECONDS - t0)) s"; tail -n 3 "$out/pytest_gpu.log"
 fi
 if want core; then  # defaults: old and new, alternating, each beside its bare loop
   bare old bare_old_amp --precision amp

@@ -7,12 +7,15 @@ and other processes, sweeps, SLURM, servers, a browser, pip; all marked slow bel
 The helpers here (netns.py, slurm_cluster.py, tiny_module.py, slow_steps.py, digits.py, data/)
 are importable from every layer: pytest puts this folder on sys.path.
 """
+import copy
+import fcntl
 import functools
 import os
 import shutil
 import subprocess
 import tempfile
 import sys
+from importlib import metadata
 from pathlib import Path
 
 # pytest-xdist runs 2 workers on CI's 2 cores: one thread each for torch here and in every rn50
@@ -41,22 +44,36 @@ TINY = [
 ]
 
 
+@functools.lru_cache(maxsize=None)
+def _composed(overrides: tuple):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
 @pytest.fixture
 def compose_cfg():
+    """compose_cfg(overrides): the config `python -m rn50 OVERRIDES` composes. Each call gets its own
+    copy; the same overrides are composed once a session (Hydra takes ~0.1 s a compose)."""
     def _compose(overrides=()):
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            return compose(config_name="config", overrides=list(overrides))
+        return copy.deepcopy(_composed(tuple(overrides)))
 
     return _compose
 
 
 @functools.lru_cache(maxsize=None)
 def _empty_store() -> Path:
-    """An MLflow sqlite store with its schema made once; creating one costs seconds each time."""
-    from mlflow.tracking import MlflowClient  # here, not at the top: MLflow takes seconds to import
+    """An MLflow sqlite store with its schema made once for this machine and MLflow version, shared by
+    pytest-xdist's workers and later sessions: making one costs seconds. Tests copy it, never write it."""
+    path = Path(tempfile.gettempdir()) / f"rn50-tests-empty-store-mlflow-{metadata.version('mlflow')}.db"
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one worker makes it while the others wait
+        if not path.exists():
+            from mlflow.tracking import MlflowClient  # here, not at the top: MLflow takes seconds to import
 
-    path = Path(tempfile.mkdtemp()) / "mlflow.db"
-    MlflowClient(f"sqlite:///{path}").search_experiments()
+            made = Path(tempfile.mkdtemp()) / "mlflow.db"
+            MlflowClient(f"sqlite:///{made}").search_experiments()
+            shutil.move(made, path.with_suffix(".tmp"))
+            os.replace(path.with_suffix(".tmp"), path)  # whole or not at all, should a session be killed
     return path
 
 
