@@ -6,7 +6,6 @@ import shutil
 import subprocess
 import sys
 
-
 from conftest import ROOT
 
 

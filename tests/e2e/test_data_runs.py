@@ -1,7 +1,6 @@
 """Real-data runs of python -m rn50 on the CPU: imagefolder and DALI's host path, a bad tree and a
 corrupt JPEG refused or named in one line."""
 
-
 import pytest
 
 from conftest import TINY, make_tree, rn50, runs_in

@@ -4,10 +4,8 @@ information, and the report's exit status and alignment."""
 import shutil
 import sqlite3
 
-
 from conftest import _empty_store
 from rn50 import doctor
-from test_tracking_server import server  # noqa: F401  a real MLflow server
 
 
 def test_an_mlflow_sqlite_store_passes(tmp_path):

@@ -1,6 +1,5 @@
 """NVTX ranges in a real fit of rn50's module on a composed, shrunk config."""
 
-
 import pytorch_lightning as pl
 
 from conftest import TINY

@@ -2,7 +2,6 @@
 
 import shutil
 
-
 from conftest import _empty_store, runs_in
 
 

@@ -1,7 +1,6 @@
 """train=accuracy's pieces: top-k counting, the recipe's schedule and weight decay, bad input refused
 before any run, and the per-epoch line. Real training runs: tests/e2e/test_accuracy_runs.py."""
 
-
 import pytest
 import torch
 

@@ -1,7 +1,6 @@
 """rn50.fake_imagenet: the tree ImageFolder reads, ImageNet-like JPEGs and determinism (the CLI:
 tests/e2e/test_fake_imagenet_cli.py)."""
 
-
 import pytest
 from PIL import Image
 from torchvision.datasets import ImageFolder

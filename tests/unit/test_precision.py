@@ -1,7 +1,6 @@
 """A precision is one YAML file and one class, typed by its own schema where it has keys of its
 own (amp_static's loss_scale). One that rn50 has never seen runs in tests/e2e/test_precision_option.py."""
 
-
 import pytest
 from hydra.errors import ConfigCompositionException
 

@@ -2,7 +2,6 @@
 (pytorch's wait/warmup/active, ncu's steps/executable/metrics). One that rn50 has never seen runs in
 tests/e2e/test_profiler_option.py."""
 
-
 import pytest
 from hydra.errors import ConfigCompositionException
 
