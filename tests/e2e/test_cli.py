@@ -19,14 +19,15 @@ def only_run(cwd):
     return runs[0]
 
 
-def test_tiny_run_is_recorded(tmp_path):
-    proc = rn50(tmp_path, *TINY, fresh_store=True)
+def test_tiny_run_is_recorded_with_the_proof_that_it_trained(tmp_path):
+    # optim.lr=0.01 and a second warm-up step: the loss falls across the 3 measured steps (issue 27).
+    proc = rn50(tmp_path, *TINY, "optim.lr=0.01", "bench.warmup_steps=2", "bench.steps=3", fresh_store=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = only_run(tmp_path)
     assert run.info.status == "FINISHED"
     m, p, t = run.data.metrics, run.data.params, run.data.tags
-    # 4 images x 2 measured steps over the window's logged seconds
-    assert m["throughput/images_per_sec"] == pytest.approx(4 * 2 / m["window/seconds_total"], rel=1e-5)  # as logged: 6 digits
+    # 4 images x 3 measured steps over the window's logged seconds
+    assert m["throughput/images_per_sec"] == pytest.approx(4 * 3 / m["window/seconds_total"], rel=1e-5)  # as logged: 6 digits
     assert m["throughput/images_per_sec_per_device"] == m["throughput/images_per_sec"]
     # from the command to the first warm-up step, within the run's wall time
     assert 0 < m["time/startup_s"] < m["time/wall_s"] and m["time/warmup_s"] > 0
@@ -34,6 +35,10 @@ def test_tiny_run_is_recorded(tmp_path):
     assert 0 < m["step_time/median_ms"] <= m["step_time/p90_ms"]
     assert m["model/gflops_per_image"] > 0
     assert "mfu_pct" not in m  # no peak is known for a CPU
+    # The proof that it trained, and the headline that says so.
+    assert m["train/loss_last"] < m["train/loss_first"] < m["train/loss_initial"]
+    assert m["train/loss_fell"] == 1.0 and m["train/skipped_steps"] == 0.0 and "train/loss_scale" not in m
+    assert "0 steps skipped in the window" in proc.stdout + proc.stderr
     assert p["data.batch_size"] == "4" and p["model.arch"] == "resnet18"
     assert p["precision.name"] == "fp32" and p["dist.accelerator"] == "cpu"
     assert p["mlflow.tracking_uri"] == f"sqlite:///{tmp_path}/mlflow.db"
@@ -47,8 +52,9 @@ def test_tiny_run_is_recorded(tmp_path):
     (summary_file,) = Path(t["output_dir"]).glob("summary.json")
     lines = summary_file.read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["run_id"] == run.info.run_id
+    assert json.loads(lines[0])["train/loss_last"] == pytest.approx(m["train/loss_last"], rel=1e-5)
     steps = list(csv.DictReader(open(Path(t["output_dir"]) / "step_times.csv")))
-    assert len(steps) == 2 and all(float(s["duration_ms"]) > 0 for s in steps)
+    assert len(steps) == 3 and all(float(s["duration_ms"]) > 0 for s in steps)
 
 
 # A host without a GPU, as CUDA and NVML see it (rn50/nvml.py counts the visible ones).
