@@ -90,7 +90,7 @@ def test_digits_reach_the_target_and_a_killed_run_resumes_to_the_same_result(tmp
     for r in (first, second):
         assert r.info.status == "FINISHED" and r.data.tags["target_reached"] == "true"
         assert "failure" not in r.data.tags
-    assert first.data.metrics["val/best_top1"] >= 0.85  # torch 2.14.1 reaches 0.886, 2.15 ~0.94: the figure moves with kernels
+    assert first.data.metrics["val/best_top1"] >= 0.85  # 2.14.1 reaches 0.914 (tests/digits.py): the figure moves with kernels
     assert 0 < first.data.metrics["time/to_target_s"] <= first.data.metrics["time/train_s"]
     client = tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
 
