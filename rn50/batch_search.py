@@ -8,9 +8,9 @@ probed neighbours (the next smaller one, and the next larger one, which was slow
 fit) until the budget is spent or no new batch lies between. Batches are multiples of `multiple`
 (8 on GPUs) where they can be. The answer is the fastest batch probed.
 
-`make_probe` builds rn50's step (rn50/baseline.py's build_train_step: the same network,
+`make_probe` builds rn50's step (rn50/train_step.py, as the bare loop trains: the same network,
 precision, channels_last and fused SGD) on the rank's device and times a few steps of a
-synthetic batch with the window method: synchronized only at the window's edges.
+synthetic batch in one window of rn50/timing.py's WindowTimer: synchronized only at its edges.
 
 `resolve_auto_batch` is what a rank calls before it builds its trainer: it searches, puts the
 chosen batch in cfg.data.batch_size, and (with several ranks and a process group) takes rank 0's
@@ -181,8 +181,9 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
     import torch
 
     from rn50 import optimizers, precision
-    from rn50.baseline import build_train_step
     from rn50.compilation import CAPTURING_MODES, compile_mode, configure_inductor
+    from rn50.timing import DeviceClock, WindowTimer, window_images_per_sec
+    from rn50.train_step import build_train_step
 
     mode = compile_mode(cfg.model)
     configure_inductor(cfg.model.autotune_pointwise, cfg.model.autotune_coordinate_descent)
@@ -192,10 +193,6 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
                              num_classes=cfg.model.num_classes, image_size=cfg.data.image_size,
                              channels_last=cfg.model.channels_last, compile_mode=mode, fused=fused,
                              optim=cfg.optim)
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
 
     def free() -> None:
         if device.type == "cuda":  # hand the batch's blocks back, so the next size starts unfragmented
@@ -208,14 +205,11 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
             if mode is not None:  # one compile for every probed batch, not one each
                 torch._dynamo.maybe_mark_dynamic(images, 0)
                 torch._dynamo.maybe_mark_dynamic(labels, 0)
-            for _ in range(limits.warmup_steps):
+            timer = WindowTimer(limits.warmup_steps, limits.steps, 1, DeviceClock(device.type))
+            for _ in range(timer.total_steps):
                 train(images, labels)
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(limits.steps):
-                train(images, labels)
-            sync()
-            return batch * limits.steps / (time.perf_counter() - t0)
+                timer.step_end()
+            return window_images_per_sec(timer.windows, batch, 1)[0]
         except Exception as exc:
             if not is_oom(exc):
                 raise
