@@ -20,15 +20,11 @@ from typing import Dict, List, Tuple
 
 from rn50 import report, tracking
 from rn50.errors import Rn50Error, reported
+from rn50.schema import MOVED_KEYS, NOT_IMAGES_PER_SEC
 
 PROG = "rn50.compare"
-# Keys that do not change images/sec: where it was logged and launched from, telemetry, the MFU
-# peaks, how many windows (more windows measure the same figure), the profiler's own settings
-# (its steps come after the measured windows). dist.accelerator is replaced by the device kind
-# the run used, so `auto` on a GPU host matches `gpu`; device, the profile, changes a run only
-# through the keys it sets.
-NOT_SETUP = ("mlflow.", "telemetry.", "cluster.", "mfu.", "dry_run", "device", "bench.repeats", "dist.accelerator",
-             "profiler.active", "profiler.wait", "profiler.warmup", "profiler.steps", "profiler.executable")
+# Keys that do not change images/sec: rn50/schema.py's NOT_IMAGES_PER_SEC, beside a point's identity.
+NOT_SETUP = NOT_IMAGES_PER_SEC
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -54,8 +50,6 @@ class Point:
 def setup_key(run, keys: frozenset) -> str:
     """The run's setup: its params of `keys`; an option's own key (precision.loss_scale) counts
     even where absent, since only the runs of that option have it."""
-    from rn50.schema import MOVED_KEYS
-
     p = run.data.params
     # Runs from before a key moved into an option's schema logged the others' value (None).
     params = {k: p.get(k, str(MOVED_KEYS.get(k, "-"))) for k in keys | option_keys()}

@@ -20,11 +20,12 @@ from typing import Dict, List, Optional, Tuple
 
 from rn50 import tracking
 from rn50.errors import Rn50Error, reported
+from rn50.schema import NOT_REPORT_SETUP, leaves_out, reads_dali_keys
 
 ROLE_TAG = tracking.ROLE_TAG
-# Keys that may differ between a point and its 1n1g reference; device, the profile, changes a run
-# only through the keys it sets, and the device kind keeps CPU and GPU runs apart (add_scaling).
-NOT_SETUP = ("dist.", "profiler.", "telemetry.", "cluster.", "mlflow.", "device")
+# Keys that may differ between a point and its 1n1g reference (rn50/schema.py's NOT_REPORT_SETUP);
+# the device kind keeps CPU and GPU runs apart (add_scaling).
+NOT_SETUP = NOT_REPORT_SETUP
 # The MFU peak table is the same data in every run; mfu.peak_tflops (an override) stays.
 PEAK_TABLE = "mfu.peaks."
 # Column keys stay as they are (CSV and JSON readers use them); headers name the device kind.
@@ -50,12 +51,10 @@ DEVICE_NAMES = {"cuda": ("GPU", "GPUs"), "cpu": ("process", "CPU processes")}
 def setup(params: Dict[str, str], leave_out=NOT_SETUP) -> str:
     """The config that makes a figure, as one string: every param but those under `leave_out`, and
     data.dali's where the pipeline ignores them (experiment=fastest sets some)."""
-    from rn50.schema import reads_dali_keys
-
     if not reads_dali_keys(params.get("data._target_"), params.get("data.name")):
         leave_out = (*leave_out, "data.dali.")
     return ";".join(f"{k}={v}" for k, v in sorted(params.items())
-                    if not k.startswith(leave_out) and not k.startswith(PEAK_TABLE))
+                    if not leaves_out(k, leave_out) and not k.startswith(PEAK_TABLE))
 
 
 def accelerator(run) -> str:
