@@ -91,10 +91,12 @@ def for_this_host(cfg: DictConfig) -> DictConfig:
 
 
 def preflight(cfg: DictConfig, here: bool = True) -> None:
-    """Everything that can be wrong before a process starts; sets the resolved accelerator."""
+    """Everything that can be wrong before a process starts, and two normalisations that need this
+    host: dist.accelerator=auto becomes the device found here, model.num_classes=null the data's
+    classes (set_num_classes)."""
     keys.check_declared(cfg)  # a key added with + that the schema does not know
     schema.validate(cfg)
-    cfg.dist.accelerator = resolve_accelerator(cfg, here)
+    cfg.dist.accelerator = resolve_accelerator(cfg, here)  # normalisation
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
     console.cpu_precision_warning(precision.of(cfg), cfg.dist.accelerator)
     pipelines.of(cfg).preflight(cfg, world=cfg.dist.nodes * cfg.dist.gpus_per_node)

@@ -108,6 +108,33 @@ class Dali(FileReader):
 
     name = "dali"
 
+    @staticmethod
+    def check_keys(cfg: DictConfig) -> None:
+        """data.dali's ranges, whatever the pipeline (as the profiler's keys are checked; schema.validate
+        calls it). Every check of data.dali lives in this class: its dtype against the precision is
+        check's, where data=dali reads the keys."""
+        from rn50.schema import _positive
+
+        dali = cfg.data.dali
+        if dali.num_threads is not None:
+            _positive(cfg, "data.dali.num_threads", "use 1 or more threads, or null for data.num_workers")
+        _positive(cfg, "data.dali.prefetch_queue_depth", "use 1 or more batches")
+        if not 0 <= dali.hw_decoder_load <= 1:
+            raise ConfigError(f"data.dali.hw_decoder_load={dali.hw_decoder_load} is out of range: "
+                              "use a share from 0 to 1 (0.65 is DALI's default)")
+        if not 0 <= dali.cpu_decode_share <= 1:
+            raise ConfigError(f"data.dali.cpu_decode_share={dali.cpu_decode_share} is out of range: "
+                              "use a share from 0 to 1 (0 decodes every JPEG on the GPU)")
+        for key in ("device_memory_padding", "host_memory_padding", "preallocate_width_hint",
+                    "preallocate_height_hint", "hybrid_huffman_threshold"):
+            _positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
+        if dali.cpu_prefetch_queue_depth is not None:
+            _positive(cfg, "data.dali.cpu_prefetch_queue_depth", "use 1 or more batches, or null for one queue")
+            for key in ("stream_policy", "concurrency"):
+                if dali[key].value != "default":
+                    raise ConfigError(f"data.dali.{key}={dali[key].value} applies to DALI's dynamic executor, which "
+                                      "data.dali.cpu_prefetch_queue_depth turns off; set one of them only")
+
     def check(self, cfg: DictConfig) -> None:
         from rn50 import precision
         from rn50.schema import DaliDtype

@@ -455,7 +455,8 @@ def _positive(cfg: DictConfig, key: str, hint: str, minimum: Any = 1) -> None:
 
 
 def validate(cfg: DictConfig) -> DictConfig:
-    """Range checks the types cannot express. Raises ConfigError naming the dotted key."""
+    """Range checks the types cannot express, then one normalisation: a run that captures CUDA
+    graphs records it (compilation.normalise_cuda_graphs). Raises ConfigError naming the dotted key."""
     _check_batch_size(cfg)
     _positive(
         cfg,
@@ -471,7 +472,7 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "bench.steps", "use 1 or more measured steps")
     _positive(cfg, "bench.repeats", "use 1 or more measured windows")
     _positive(cfg, "telemetry.interval_s", "use a positive sampling interval", 0.01)
-    _check_dali(cfg)
+    pipelines.Dali.check_keys(cfg)
     pipeline = pipelines.of(cfg)
     pipeline.check(cfg)
     _positive(cfg, "optim.lr", "use a learning rate above 0", 1e-12)
@@ -488,9 +489,10 @@ def validate(cfg: DictConfig) -> DictConfig:
     if cfg.mfu.peak_tflops is not None:
         _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
     profilers.of(cfg).check(cfg)
-    from rn50.compilation import check_cuda_graphs  # imports this module
+    from rn50.compilation import check_cuda_graphs, normalise_cuda_graphs  # imports this module
 
     check_cuda_graphs(cfg)
+    normalise_cuda_graphs(cfg)  # the one step here that changes the config, once it is valid
     return cfg
 
 
@@ -644,30 +646,6 @@ def run_name(cfg: DictConfig) -> str:
     CPU figure is never taken for a GPU one."""
     cpu = "-cpu" if cfg.dist.accelerator == Accelerator.cpu else ""
     return f"{cfg.model.arch.value}-{cfg.precision.name}-{dist_name(cfg)}-bs{cfg.data.batch_size}{cpu}"
-
-
-def _check_dali(cfg: DictConfig) -> None:
-    """data.dali's ranges, whatever the pipeline (as the profiler's keys are checked); its dtype
-    against the precision is data=dali's own check (rn50/pipelines.py)."""
-    dali = cfg.data.dali
-    if dali.num_threads is not None:
-        _positive(cfg, "data.dali.num_threads", "use 1 or more threads, or null for data.num_workers")
-    _positive(cfg, "data.dali.prefetch_queue_depth", "use 1 or more batches")
-    if not 0 <= dali.hw_decoder_load <= 1:
-        raise ConfigError(f"data.dali.hw_decoder_load={dali.hw_decoder_load} is out of range: "
-                          "use a share from 0 to 1 (0.65 is DALI's default)")
-    if not 0 <= dali.cpu_decode_share <= 1:
-        raise ConfigError(f"data.dali.cpu_decode_share={dali.cpu_decode_share} is out of range: "
-                          "use a share from 0 to 1 (0 decodes every JPEG on the GPU)")
-    for key in ("device_memory_padding", "host_memory_padding", "preallocate_width_hint",
-                "preallocate_height_hint", "hybrid_huffman_threshold"):
-        _positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
-    if dali.cpu_prefetch_queue_depth is not None:
-        _positive(cfg, "data.dali.cpu_prefetch_queue_depth", "use 1 or more batches, or null for one queue")
-        for key in ("stream_policy", "concurrency"):
-            if dali[key].value != "default":
-                raise ConfigError(f"data.dali.{key}={dali[key].value} applies to DALI's dynamic executor, which "
-                                  "data.dali.cpu_prefetch_queue_depth turns off; set one of them only")
 
 
 AUTO_BATCH = "auto"
