@@ -180,19 +180,17 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
     """
     import torch
 
-    from rn50 import optimizers, precision
+    from rn50 import precision
     from rn50.compilation import CAPTURING_MODES, compile_mode, configure_inductor
     from rn50.timing import DeviceClock, WindowTimer, window_images_per_sec
     from rn50.train_step import build_train_step
 
     mode = compile_mode(cfg.model)
     configure_inductor(cfg.model.autotune_pointwise, cfg.model.autotune_coordinate_descent)
-    fused = optimizers.fused_default(cfg.optim, device.type)
     torch.backends.cudnn.benchmark = True  # as the Trainer's benchmark=True
     train = build_train_step(cfg.model.arch.value, precision.of(cfg), device,
                              num_classes=cfg.model.num_classes, image_size=cfg.data.image_size,
-                             channels_last=cfg.model.channels_last, compile_mode=mode, fused=fused,
-                             optim=cfg.optim)
+                             channels_last=cfg.model.channels_last, compile_mode=mode, optim=cfg.optim)
 
     def free() -> None:
         if device.type == "cuda":  # hand the batch's blocks back, so the next size starts unfragmented

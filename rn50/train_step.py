@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from rn50.model import build_network
-from rn50.optimizers import for_network
+from rn50.optimizers import for_network, fused_default
 from rn50.scalers import GradScaler, StaticGradScaler
 from rn50.schema import OptimConfig
 
@@ -65,7 +65,8 @@ def build_train_step(arch: str, precision, device: torch.device, *, num_classes:
                      ddp: bool = False) -> TrainStep:
     """rn50's network, precision, layout and optimizer as a bare step. precision is a built-in
     precision's name (fp32, tf32, amp, amp_static, bf16), or a run's precision object (rn50/precision.py), whose autocast and scaler it takes.
-    compile_mode None runs eager; fused None means fused SGD on GPUs; ddp wraps the network for an
+    compile_mode None runs eager; fused None follows optim.fused as a run does
+    (optimizers.fused_default); ddp wraps the network for an
     initialized process group."""
     net = build_network(arch, num_classes, channels_last).to(device)
     model = net
@@ -74,8 +75,9 @@ def build_train_step(arch: str, precision, device: torch.device, *, num_classes:
             net, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True)
     if compile_mode is not None:
         model = torch.compile(model, mode=compile_mode)
-    fused = device.type == "cuda" if fused is None else fused
-    optimizer = for_network(net, optim or OptimConfig(), fused=fused)
+    optim = optim or OptimConfig()
+    fused = fused_default(optim, device.type) if fused is None else fused
+    optimizer = for_network(net, optim, fused=fused)
     if not isinstance(precision, str):
         dtype = getattr(torch, precision.autocast) if precision.autocast else None
         scaler = precision.scaler(device.type)
