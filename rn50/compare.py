@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple
 
 from rn50 import report, tracking
 from rn50.errors import Rn50Error, reported
-from rn50.schema import MOVED_KEYS, NOT_IMAGES_PER_SEC
+from rn50.schema import MOVED_KEYS, NOT_IMAGES_PER_SEC, nodes_gpus
 
 PROG = "rn50.compare"
 # Keys that do not change images/sec: rn50/schema.py's NOT_IMAGES_PER_SEC, beside a point's identity.
@@ -77,7 +77,7 @@ def label(run) -> str:
     """model precision batch dist, as a person names a point."""
     p, t = run.data.params, run.data.tags
     model = p.get("model.arch", "?") + (" compiled" if p.get("model.compile") == "True" else "")
-    dist = t.get("dist") or f"{p.get('dist.nodes', 1)}n{p.get('dist.gpus_per_node', 1)}g"
+    dist = t.get("dist") or nodes_gpus(p.get("dist.nodes", 1), p.get("dist.gpus_per_node", 1))
     device = " cpu" if report.accelerator(run) == "cpu" else ""
     return f"{model} {p.get('precision.name', '?')} bs{p.get('data.batch_size', '?')} {dist}{device}"
 

@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 from rn50 import checks, clusters, console, keys, nvml, pipelines, pool, precision, profilers, schema
 from rn50.compilation import check_cuda_graphs
 from rn50.errors import ConfigError, Requeued, RunFailed
-from rn50.schema import Accelerator, Device, dist_name
+from rn50.schema import Accelerator, Device, dist_name, nodes_gpus
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def resolve_accelerator(cfg: DictConfig, here: bool = True, say: bool = True) ->
     if cfg.dist.nodes > 1 and clusters.of(cfg).rank_env is None:
         raise ConfigError(
             f"dist={name} needs {cfg.dist.nodes} nodes but cluster=local runs on this host only; "
-            f"use cluster=slurm or cluster=torchrun, or a dist option with 1 node (1n{per_node}g)"
+            f"use cluster=slurm or cluster=torchrun, or a dist option with 1 node ({nodes_gpus(1, per_node)})"
         )
     if cfg.dist.accelerator == Accelerator.cpu:
         return Accelerator.cpu
@@ -51,7 +51,7 @@ def resolve_accelerator(cfg: DictConfig, here: bool = True, say: bool = True) ->
         log.warning("no GPU on this host: dist.accelerator=auto falls back to the CPU" + hint)
         return Accelerator.cpu
     if per_node > gpus:
-        hint = "dist.accelerator=cpu for CPU processes" if gpus == 0 else f"dist=1n{gpus}g or fewer"
+        hint = "dist.accelerator=cpu for CPU processes" if gpus == 0 else f"dist={nodes_gpus(1, gpus)} or fewer"
         raise ConfigError(
             f"dist={name} needs {per_node} GPUs but this host has {gpus}; use {hint}"
         )

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 from rn50 import tracking
 from rn50.errors import Rn50Error, reported
-from rn50.schema import NOT_REPORT_SETUP, leaves_out, reads_dali_keys
+from rn50.schema import NOT_REPORT_SETUP, leaves_out, nodes_gpus, reads_dali_keys
 
 ROLE_TAG = tracking.ROLE_TAG
 # Keys that may differ between a point and its 1n1g reference (rn50/schema.py's NOT_REPORT_SETUP);
@@ -290,7 +290,7 @@ def _plot(rows: List[Dict], out: Path) -> List[Path]:
     one, many = device_names(done or rows)
     by_batch, by_gpus = defaultdict(list), defaultdict(list)
     for r in done:
-        by_batch[f"{r['model']} {r['precision']} {r['nodes']}n{r['gpus'] // r['nodes']}g"].append(
+        by_batch[f"{r['model']} {r['precision']} {nodes_gpus(r['nodes'], r['gpus'] // r['nodes'])}"].append(
             (r["batch_per_gpu"], r["images_per_sec_median"]))
         if r["speedup"] is not None:
             by_gpus[f"{r['model']} {r['precision']} bs{r['batch_per_gpu']}"].append((r["gpus"], r["speedup"]))

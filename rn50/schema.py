@@ -636,9 +636,15 @@ def config_hash(cfg: DictConfig) -> str:
     return hashlib.sha256(json.dumps(measured, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def nodes_gpus(nodes: Any, per_node: Any) -> str:
+    """The NnMg name of N nodes of M devices each, as the published tables and conf/dist/ name
+    them: 1n1g, 2n8g, ... Every such name is made here."""
+    return f"{nodes}n{per_node}g"
+
+
 def dist_name(cfg: DictConfig) -> str:
-    """The published-table name of a GPU count: 1n1g, 2n8g, ..."""
-    return f"{cfg.dist.nodes}n{cfg.dist.gpus_per_node}g"
+    """The run's dist as an NnMg name (nodes_gpus)."""
+    return nodes_gpus(cfg.dist.nodes, cfg.dist.gpus_per_node)
 
 
 def run_name(cfg: DictConfig) -> str:
