@@ -243,7 +243,7 @@ def main(argv=None) -> None:
         if db != uri and not Path(db).is_file():
             raise Rn50Error(f"--tracking-uri {uri}: no such file; run where the runs were recorded")
         tracking.check_reachable(uri, write=False)  # a comparison only reads
-        client = tracking.MlflowClient(uri)
+        client = tracking.open_client(uri)
         specs = (("BASE", args.base), ("CANDIDATE", args.candidate))
         found = [find_runs(client, uri, spec, args.experiment, side) for side, spec in specs]
         keys, unshared = shared_keys(found[0] + found[1])

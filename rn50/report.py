@@ -142,7 +142,7 @@ def collect(uri: str, parent_run_id: Optional[str] = None, experiment: Optional[
             filter_string: str = "") -> List[Dict]:
     """One row per benchmark run: the children of a sweep, or an experiment's runs."""
     try:
-        return _collect(tracking.MlflowClient(uri), uri, parent_run_id, experiment, filter_string)
+        return _collect(tracking.open_client(uri), uri, parent_run_id, experiment, filter_string)
     except tracking.MlflowException as exc:
         which = f"--parent-run-id {parent_run_id}" if parent_run_id else f"--filter {filter_string!r}"
         raise Rn50Error(f"{which}: {str(exc).splitlines()[0]}") from None
