@@ -15,7 +15,8 @@ from typing import Any, Dict, Optional, Tuple
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
-from rn50 import clusters, pipelines, precision, profilers
+from rn50 import pipelines, profilers
+from rn50.components import Options
 from rn50.errors import ConfigError
 
 # Every ResNet downsamples by 32; below that BatchNorm sees a single value per channel.
@@ -454,9 +455,11 @@ def _positive(cfg: DictConfig, key: str, hint: str, minimum: Any = 1) -> None:
         raise ConfigError(f"{key}={value} is out of range: {hint}")
 
 
-def validate(cfg: DictConfig) -> DictConfig:
+def validate(cfg: DictConfig, options: Optional[Options] = None) -> DictConfig:
     """Range checks the types cannot express, then one normalisation: a run that captures CUDA
-    graphs records it (compilation.normalise_cuda_graphs). Raises ConfigError naming the dotted key."""
+    graphs records it (compilation.normalise_cuda_graphs). Raises ConfigError naming the dotted key.
+    options: the run's (components.Options), where the caller built them; else they are built here,
+    once, where the first option's checks begin."""
     _check_batch_size(cfg)
     _positive(
         cfg,
@@ -473,7 +476,8 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "bench.repeats", "use 1 or more measured windows")
     _positive(cfg, "telemetry.interval_s", "use a positive sampling interval", 0.01)
     pipelines.Dali.check_keys(cfg)
-    pipeline = pipelines.of(cfg)
+    options = options or Options.of(cfg)
+    pipeline = options.data
     pipeline.check(cfg)
     _positive(cfg, "optim.lr", "use a learning rate above 0", 1e-12)
     _positive(cfg, "optim.momentum", "use a momentum of 0 or more", 0)
@@ -484,11 +488,11 @@ def validate(cfg: DictConfig) -> DictConfig:
                           "the device by itself); use optim.fused=null with optim.name=lars")
     if cfg.train.name == TrainName.accuracy:
         _check_training(cfg, pipeline)
-    precision.of(cfg).check(cfg)
-    clusters.of(cfg).check(cfg)
+    options.precision.check(cfg)
+    options.cluster.check(cfg)
     if cfg.mfu.peak_tflops is not None:
         _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
-    profilers.of(cfg).check(cfg)
+    options.profiler.check(cfg)
     from rn50.compilation import check_cuda_graphs, normalise_cuda_graphs  # imports this module
 
     check_cuda_graphs(cfg)
