@@ -432,7 +432,7 @@ def typed(tree: Any) -> DictConfig:
     from rn50 import keys
 
     # Hydra imports every module of the hydra_plugins namespace before it composes, which is where a
-    # user's option registers its own schema (README: Adding a profiler); a rank must see it too.
+    # user's option registers its own schema (docs/extending.md: Adding a profiler); a rank must see it too.
     Plugins.instance()
     cfg = OmegaConf.create(tree)
     schema = OmegaConf.structured(Rn50Config)
