@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import yaml
+from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 from rn50 import keys
@@ -135,9 +136,8 @@ def shown(value: Any) -> str:
 def _fields(cls: type, prefix: str) -> Iterator[Tuple[str, dataclasses.Field, type]]:
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        kind = keys._unwrap_optional(hints[f.name])
-        if dataclasses.is_dataclass(kind):
-            yield from _fields(kind, f"{prefix}{f.name}.")
+        if dataclasses.is_dataclass(hints[f.name]):  # a section: data.dali
+            yield from _fields(hints[f.name], f"{prefix}{f.name}.")
         else:
             yield prefix + f.name, f, hints[f.name]
 
@@ -183,7 +183,7 @@ def _doc_of(cls: type, relative: str) -> str:
     """The docstring of a (nested) field, relative to cls: 'dali.num_threads' of DataConfig."""
     *path, name = relative.split(".")
     for part in path:
-        cls = keys._unwrap_optional(typing.get_type_hints(cls)[part])
+        cls = typing.get_type_hints(cls)[part]
     return field_docs(cls).get(name, "")
 
 
@@ -235,8 +235,6 @@ same text; `python -m rn50 --cfg job` prints a composed config.
 
 def compose_default() -> DictConfig:
     """The config `python -m rn50` composes with no overrides (before device=auto looks at the host)."""
-    from hydra import compose, initialize_config_dir
-
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
         return compose(config_name="config")
 
