@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import STARTED, clusters, console, launch, pool, results, resume, schema, tracking, trained, upload
+from rn50 import STARTED, clusters, config_docs, console, launch, pool, results, resume, schema, tracking, trained, upload
 from rn50.config_dir import config_dir
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, Interrupted, RunFailed, failure_kind, reported
@@ -175,6 +175,7 @@ def main() -> None:
     # Let errors reach `reported`, which prints one line, instead of Hydra's multi-line printer.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     console.quiet()
+    config_docs.register_help()  # --help's groups and keys (conf/hydra/help/rn50.yaml)
     if "RANK" not in os.environ and "SLURM_STEP_ID" not in os.environ:  # not a rank torchrun or srun started
         for signum in STOP_SIGNALS:  # each closes the launcher's run as KILLED and stops its ranks
             signal.signal(signum, _interrupted)

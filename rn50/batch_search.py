@@ -56,7 +56,7 @@ class Limits:
         return self.warmup_steps + self.steps
 
 
-# GPUs: 64 -> 128 -> ... -> 2048 at most, ~8 probes of 3 + 10 steps (~1 minute eager on an H200).
+# GPUs: 64 -> 128 -> ... -> 2048 at most, ~8 probes of 3 + 10 steps.
 GPU_LIMITS = Limits(start=64, max_batch=2048, multiple=8, warmup_steps=3, steps=10, step_budget=104)
 # CPUs: small batches and few steps (2, 4, 8, 16, 32: 5 probes of 1 + 2 steps), so a CPU run
 # with a tiny model searches in seconds; CPU throughput hardly changes with batch anyway.

@@ -66,7 +66,7 @@ def accelerator(run) -> str:
 
 
 def has_throughput(run) -> bool:
-    """Under ncu every kernel launch of the measured window is intercepted too (README, Profilers),
+    """Under ncu every kernel launch of the measured window is intercepted too (docs/profiling.md),
     so an ncu run's images/sec is no benchmark figure."""
     return run.data.params.get("profiler.name") != "ncu"
 
