@@ -32,7 +32,8 @@ import time
 
 import torch
 
-from rn50.baseline import COMPILE_MODES, PRECISIONS, build_train_step, dali_batches, dali_config
+from rn50.baseline import COMPILE_MODES, PRECISIONS, dali_batches, dali_config
+from rn50.train_step import build_train_step
 from rn50.precision import set_math_mode
 from rn50.profile import Span, union_us
 

@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import STARTED, clusters, console, launch, pipelines, pool, results, resume, schema, tracking, trained, upload
+from rn50 import STARTED, clusters, config_docs, console, launch, pool, results, resume, schema, tracking, trained, upload
 from rn50.config_dir import config_dir
 from rn50.environment import git_commit
 from rn50.errors import ConfigError, Interrupted, RunFailed, failure_kind, reported
@@ -59,7 +59,7 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
     rank = launch.process_rank(cfg)
     tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed
     try:
-        launch.preflight(cfg)
+        options = launch.preflight(cfg)  # the run's options, built once for this process
         params = tracking.config_params(cfg)
         continued = resume.run_to_continue(cfg, out, params)  # train.resume, or a requeued SLURM job
         tracking.check_reachable(cfg.mlflow.tracking_uri, open_store=False)
@@ -75,13 +75,13 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
         if done is not None:
             return described(cfg, done)
     if rank != 0:  # a torchrun or SLURM rank other than 0: rank 0 records the run
-        launch.run_rank_here(cfg, out)
+        launch.run_rank_here(cfg, out, options)
         return None
 
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     (out / "resolved_config.yaml").write_text(config_yaml)
     uri, kept = cfg.mlflow.tracking_uri, upload.result_file(out)
-    with launch.started(cfg, config_yaml, out) as ranks_done:  # the ranks start while MLflow opens the run
+    with launch.started(cfg, config_yaml, out, options) as ranks_done:  # the ranks start while MLflow opens the run
         tracking.check_reachable(uri)  # the store itself: MLflow's import and schema
         with tracking.record(cfg, name, tags, parent, continue_run_id=continued, kept=kept) as run_id:
             training = cfg.train.name == TrainName.accuracy
@@ -99,7 +99,7 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
                 upload.log(result, out, uri, run_id)
             if record.failure:  # logged with its proof, then the run fails: a figure counts only if it trained
                 raise RunFailed(record.failure, kind=failure_kind(record.failure))
-            for warning in trained.warnings(record.metrics, fixed_batch=pipelines.of(cfg).fixed_batch):
+            for warning in trained.warnings(record.metrics, fixed_batch=options.data.fixed_batch):
                 log.warning(warning)
     return say_done(cfg, name, {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}, out, parent)
 
@@ -175,6 +175,7 @@ def main() -> None:
     # Let errors reach `reported`, which prints one line, instead of Hydra's multi-line printer.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     console.quiet()
+    config_docs.register_help()  # --help's groups and keys (conf/hydra/help/rn50.yaml)
     if "RANK" not in os.environ and "SLURM_STEP_ID" not in os.environ:  # not a rank torchrun or srun started
         for signum in STOP_SIGNALS:  # each closes the launcher's run as KILLED and stops its ranks
             signal.signal(signum, _interrupted)

@@ -4,7 +4,8 @@ No Lightning, Hydra or MLflow: the same torchvision network, channels_last,
 fused SGD, autocast and loss scaling, and the same synthetic device-resident
 batch, timed as rn50 times it (warm-up, then a window synced at its edges). On a GPU
 with an NVML energy counter it also reports images per joule over the windows.
-`build_train_step` is the same step for other code (rn50/batch_search.py).
+The step is rn50/train_step.py's, which the batch search (rn50/batch_search.py) probes with too;
+the windows are rn50/timing.py's WindowTimer, as a rank's.
 With --data-root the batches come from rn50's DALI pipeline (data=dali) instead: the bare DALI
 loop, or with --decode-only the pipeline alone, with no training.
 
@@ -19,97 +20,20 @@ import json
 import math
 import os
 import statistics
-import time
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional, Tuple
+from typing import Callable, Iterator, Optional
 
 import torch
-from torch import nn
 
 from rn50 import environment, nvml, pipelines
 from rn50.compilation import configure_inductor
 from rn50.errors import one_line
-from rn50.model import build_network
-from rn50.optimizers import for_network
 from rn50.precision import set_math_mode
-from rn50.scalers import GradScaler, StaticGradScaler
-from rn50.schema import OptimConfig
+from rn50.timing import DeviceClock, WindowTimer
+from rn50.train_step import build_train_step
 
 # rn50's built-in precisions (conf/precision/), written out here: the bare loop shares no framework code.
 PRECISIONS = ["fp32", "tf32", "amp", "amp_static", "bf16"]
-AUTOCAST = {"amp": torch.float16, "amp_static": torch.float16, "bf16": torch.bfloat16}
 COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
-
-
-@dataclass
-class TrainStep:
-    """One training step with rn50's settings and no framework: forward under autocast,
-    cross-entropy, backward (loss-scaled for fp16), fused SGD. Call it with a batch."""
-
-    net: nn.Module
-    """The torchvision network, whose parameters the optimizer holds."""
-    model: nn.Module
-    """What the forward pass calls: the network, wrapped in DDP and compiled where asked."""
-    optimizer: torch.optim.Optimizer
-    scaler: Optional[torch.amp.GradScaler]
-    dtype: Optional[torch.dtype]
-    """The autocast dtype; None runs the forward in fp32/tf32."""
-    device: torch.device
-    channels_last: bool
-    image_size: int
-    num_classes: int
-    criterion: nn.Module = field(default_factory=nn.CrossEntropyLoss)
-
-    def batch(self, batch_size: int, seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
-        """A random batch made on the device, as data=synthetic makes it."""
-        gen = torch.Generator().manual_seed(seed)
-        images = torch.randn(batch_size, 3, self.image_size, self.image_size, generator=gen).to(self.device)
-        if self.channels_last:
-            images = images.contiguous(memory_format=torch.channels_last)
-        return images, torch.randint(0, self.num_classes, (batch_size,), generator=gen).to(self.device)
-
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """One step; its loss, detached (reading it waits for the device)."""
-        with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
-            loss = self.criterion(self.model(images), labels)
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.scaler is None:
-            loss.backward()
-            self.optimizer.step()
-        else:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        return loss.detach()
-
-
-def build_train_step(arch: str, precision, device: torch.device, *, num_classes: int = 1000,
-                     image_size: int = 224, channels_last: bool = True, compile_mode: Optional[str] = None,
-                     fused: Optional[bool] = None, loss_scale: float = 1024.0, optim=None,
-                     ddp: bool = False) -> TrainStep:
-    """rn50's network, precision, layout and optimizer as a bare step. precision is one of
-    PRECISIONS, or a run's precision object (rn50/precision.py), whose autocast and scaler it takes.
-    compile_mode None runs eager; fused None means fused SGD on GPUs; ddp wraps the network for an
-    initialized process group."""
-    net = build_network(arch, num_classes, channels_last).to(device)
-    model = net
-    if ddp:
-        model = torch.nn.parallel.DistributedDataParallel(
-            net, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True)
-    if compile_mode is not None:
-        model = torch.compile(model, mode=compile_mode)
-    fused = device.type == "cuda" if fused is None else fused
-    optimizer = for_network(net, optim or OptimConfig(), fused=fused)
-    if not isinstance(precision, str):
-        dtype = getattr(torch, precision.autocast) if precision.autocast else None
-        scaler = precision.scaler(device.type)
-    else:
-        dtype, scaler = AUTOCAST.get(precision), None
-        if precision == "amp":
-            scaler = GradScaler(device.type)
-        elif precision == "amp_static":
-            scaler = StaticGradScaler(device.type, init_scale=loss_scale)
-    return TrainStep(net, model, optimizer, scaler, dtype, device, channels_last, image_size, num_classes)
 
 
 def main(argv=None) -> dict:
@@ -194,35 +118,37 @@ def main(argv=None) -> dict:
             train = build_train_step(args.arch, args.precision, device, **options, num_classes=cfg.model.num_classes)
             step = lambda: train(*next(batches))  # noqa: E731
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
-    for _ in range(args.warmup_steps):
-        loss = step()
-    if args.cuda_graph:
-        step = capture(step, device)
     energy = energy_counter(device)
     rates, joules, edge_losses = [], [], []
-    for _ in range(args.repeats):
-        sync()
-        mj0 = energy()  # at the synchronized edges, outside the timed span
-        edge_losses.append(float(loss) if train else None)  # the loss of the step this edge follows
-        t0 = time.perf_counter()
-        for _ in range(args.steps):
-            loss = step()
-        sync()
-        seconds = time.perf_counter() - t0
-        mj1 = energy()
-        edge_losses.append(float(loss) if train else None)
-        # The slowest rank's window, as rn50 reports it; the energy of every rank's GPU.
-        edge = torch.tensor([seconds, (mj1 - mj0) / 1e3 if None not in (mj0, mj1) else float("nan")],
-                            dtype=torch.float64, device=device)
-        if world > 1:
-            torch.distributed.all_reduce(edge[:1], op=torch.distributed.ReduceOp.MAX)
-            torch.distributed.all_reduce(edge[1:], op=torch.distributed.ReduceOp.SUM)
-        rates.append(args.batch_size * world * args.steps / edge[0].item())
-        joules.append(edge[1].item())
+    mj0 = None  # the energy counter where the open window started
+
+    def at_edge(k: int) -> None:
+        """Edge k of the windows, after its sync and outside every window: close window k-1 (the
+        slowest rank's seconds, every GPU's energy), then open window k. The loss of the step the
+        edge follows is read at each window's start and end."""
+        nonlocal step, mj0
+        if k > 0:
+            mj1 = energy()
+            edge_losses.append(float(loss) if train else None)
+            edge = torch.tensor([timer.windows[-1].seconds,
+                                 (mj1 - mj0) / 1e3 if None not in (mj0, mj1) else float("nan")],
+                                dtype=torch.float64, device=device)
+            if world > 1:
+                torch.distributed.all_reduce(edge[:1], op=torch.distributed.ReduceOp.MAX)
+                torch.distributed.all_reduce(edge[1:], op=torch.distributed.ReduceOp.SUM)
+            rates.append(args.batch_size * world * args.steps / edge[0].item())
+            joules.append(edge[1].item())
+        if k < args.repeats:
+            if k == 0 and args.cuda_graph:  # captured after the warm-up, before any window
+                step = capture(step, device)
+                torch.cuda.synchronize()
+            mj0 = energy()
+            edge_losses.append(float(loss) if train else None)
+
+    timer = WindowTimer(args.warmup_steps, args.steps, args.repeats, DeviceClock(device.type), on_edge=at_edge)
+    for _ in range(timer.total_steps):
+        loss = step()
+        timer.step_end()
     images = args.batch_size * world * args.steps * args.repeats
     measured = all(j == j for j in joules)  # NaN where a GPU has no energy counter
     result = {"baseline": "bare_pytorch", **vars(args), "world_size": world,

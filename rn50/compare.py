@@ -20,15 +20,11 @@ from typing import Dict, List, Tuple
 
 from rn50 import report, tracking
 from rn50.errors import Rn50Error, reported
+from rn50.schema import MOVED_KEYS, NOT_IMAGES_PER_SEC, nodes_gpus
 
 PROG = "rn50.compare"
-# Keys that do not change images/sec: where it was logged and launched from, telemetry, the MFU
-# peaks, how many windows (more windows measure the same figure), the profiler's own settings
-# (its steps come after the measured windows). dist.accelerator is replaced by the device kind
-# the run used, so `auto` on a GPU host matches `gpu`; device, the profile, changes a run only
-# through the keys it sets.
-NOT_SETUP = ("mlflow.", "telemetry.", "cluster.", "mfu.", "dry_run", "device", "bench.repeats", "dist.accelerator",
-             "profiler.active", "profiler.wait", "profiler.warmup", "profiler.steps", "profiler.executable")
+# Keys that do not change images/sec: rn50/schema.py's NOT_IMAGES_PER_SEC, beside a point's identity.
+NOT_SETUP = NOT_IMAGES_PER_SEC
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -54,8 +50,6 @@ class Point:
 def setup_key(run, keys: frozenset) -> str:
     """The run's setup: its params of `keys`; an option's own key (precision.loss_scale) counts
     even where absent, since only the runs of that option have it."""
-    from rn50.schema import MOVED_KEYS
-
     p = run.data.params
     # Runs from before a key moved into an option's schema logged the others' value (None).
     params = {k: p.get(k, str(MOVED_KEYS.get(k, "-"))) for k in keys | option_keys()}
@@ -83,7 +77,7 @@ def label(run) -> str:
     """model precision batch dist, as a person names a point."""
     p, t = run.data.params, run.data.tags
     model = p.get("model.arch", "?") + (" compiled" if p.get("model.compile") == "True" else "")
-    dist = t.get("dist") or f"{p.get('dist.nodes', 1)}n{p.get('dist.gpus_per_node', 1)}g"
+    dist = t.get("dist") or nodes_gpus(p.get("dist.nodes", 1), p.get("dist.gpus_per_node", 1))
     device = " cpu" if report.accelerator(run) == "cpu" else ""
     return f"{model} {p.get('precision.name', '?')} bs{p.get('data.batch_size', '?')} {dist}{device}"
 
@@ -249,7 +243,7 @@ def main(argv=None) -> None:
         if db != uri and not Path(db).is_file():
             raise Rn50Error(f"--tracking-uri {uri}: no such file; run where the runs were recorded")
         tracking.check_reachable(uri, write=False)  # a comparison only reads
-        client = tracking.MlflowClient(uri)
+        client = tracking.open_client(uri)
         specs = (("BASE", args.base), ("CANDIDATE", args.candidate))
         found = [find_runs(client, uri, spec, args.experiment, side) for side, spec in specs]
         keys, unshared = shared_keys(found[0] + found[1])

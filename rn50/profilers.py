@@ -23,8 +23,9 @@ from rn50 import components
 
 
 def of(cfg: DictConfig) -> "Profiler":
-    """The run's profiler object, built from cfg.profiler's `_target_`."""
-    return components.of(cfg, "profiler", "rn50.profilers.PyTorch", "profiler")
+    """The run's profiler object, built from cfg.profiler's `_target_`. A run builds it once, with the
+    other options (components.Options), and hands it on; this is for a caller that has none."""
+    return components.of(cfg, "profiler")
 
 
 class Profiler(components.Component):
@@ -78,13 +79,13 @@ class PyTorch(Profiler):
         _positive(cfg, "profiler.active", "use 1 or more recorded steps")
 
     def steps(self, cfg: DictConfig) -> int:
-        p = cfg.profiler
+        p = self.keys
         return p.wait + p.warmup + p.active
 
     def callbacks(self, cfg: DictConfig, first_step: int, device_type: str, out: Path) -> List:
         from rn50.profile import TorchProfile
 
-        return [TorchProfile(cfg.profiler, first_step, device_type, out)]
+        return [TorchProfile(self.keys, first_step, device_type, out)]
 
 
 class Ncu(Profiler):
@@ -103,12 +104,12 @@ class Ncu(Profiler):
         ncu.preflight(cfg)
 
     def steps(self, cfg: DictConfig) -> int:
-        return cfg.profiler.steps
+        return self.keys.steps
 
     def callbacks(self, cfg: DictConfig, first_step: int, device_type: str, out: Path) -> List:
         from rn50.ncu_range import NcuRange
 
-        return [NcuRange(first_step, cfg.profiler.steps)]
+        return [NcuRange(first_step, self.keys.steps)]
 
     def launcher(self, cfg: DictConfig, config_yaml: str, out: Path) -> Optional[Callable[[], list]]:
         from rn50 import ncu

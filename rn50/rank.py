@@ -21,15 +21,15 @@ from typing import List, Optional
 import pytorch_lightning as pl
 import torch
 
-from rn50 import (batch_search, clusters, console, data, environment, mfu, optimizers, peers, pipelines, precision,
-                  profilers)
+from rn50 import batch_search, console, environment, mfu, optimizers, peers, precision
+from rn50.components import Options
 from rn50.errors import failure_kind, error_line
 from rn50.model import ResNetModule
 from rn50.nvtx import NvtxRanges
 from rn50.pool import POOL_ENV, rank_log
 from rn50.progress import Progress
 from rn50.results import RankResult
-from rn50.schema import Accelerator, TrainName, profiled_steps, typed
+from rn50.schema import Accelerator, TrainName, typed
 from rn50.throughput import ThroughputCallback
 
 environment.set_cuda_connections()  # before this rank makes its CUDA context
@@ -39,24 +39,27 @@ def load_config(text: str):
     return typed(text)
 
 
-def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path) -> list:
-    """NVTX ranges on GPUs, and the profiler of the steps from first_step on (after the measured windows)."""
+def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path, options: Optional[Options] = None) -> list:
+    """NVTX ranges on GPUs, and the profiler of the steps from first_step on (after the measured windows).
+    options: the run's, built once (run_rank); None builds them, for a caller that has none."""
+    options = options or Options.of(cfg)
     callbacks = []
     if cfg.profiler.nvtx and device_type == "cuda":
         callbacks.append(NvtxRanges())
-    return callbacks + profilers.of(cfg).callbacks(cfg, first_step, device_type, out)
+    return callbacks + options.profiler.callbacks(cfg, first_step, device_type, out)
 
 
-def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False) -> dict:
+def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False, options: Optional[Options] = None) -> dict:
     """The Trainer arguments of every run: devices, strategy, precision, cluster environment."""
+    options = options or Options.of(cfg)
     world = cfg.dist.nodes * cfg.dist.gpus_per_node
     return dict(
         accelerator="gpu" if device_type == "cuda" else "cpu",
         devices=cfg.dist.gpus_per_node,
         num_nodes=cfg.dist.nodes,
         strategy=peers.RosterDDP(gradient_as_bucket_view=True) if world > 1 else "auto",
-        plugins=[precision.of(cfg).plugin(device_type),
-                 *cluster_environment(cfg, requeue)],
+        plugins=[options.precision.plugin(device_type),
+                 *options.cluster.environment(requeue)],
         benchmark=True,
         logger=False,
         enable_progress_bar=False,
@@ -67,12 +70,14 @@ def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False) -> dic
     )
 
 
-def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out: Path) -> pl.Trainer:
+def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out: Path,
+                  options: Optional[Options] = None) -> pl.Trainer:
+    options = options or Options.of(cfg)
     trainer = pl.Trainer(
-        **trainer_args(cfg, device_type, out),
+        **trainer_args(cfg, device_type, out, options=options),
         max_steps=total_steps,
         callbacks=callbacks,
-        profiler=profilers.of(cfg).lightning_profiler(out),
+        profiler=options.profiler.lightning_profiler(out),
         enable_checkpointing=False,
         limit_val_batches=0,
     )
@@ -84,16 +89,11 @@ def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out:
 REQUEUE_SIGNAL = signal.SIGUSR1
 
 
-def cluster_environment(cfg, requeue: bool = False) -> list:
-    """Say who started the ranks (rn50/clusters.py). requeue: a train=accuracy run, which SLURM
-    requeues on REQUEUE_SIGNAL and which resumes from its checkpoint."""
-    return clusters.of(cfg).environment(requeue)
-
-
-def local_gpu(cfg) -> int:
+def local_gpu(cfg, options: Optional[Options] = None) -> int:
     """This rank's GPU index as Lightning picks it: the local rank its cluster environment reads
-    (LOCAL_RANK in rn50's pool and under torchrun, SLURM_LOCALID under SLURM); 0 alone."""
-    envs = cluster_environment(cfg)
+    (LOCAL_RANK in rn50's pool and under torchrun, SLURM_LOCALID under SLURM); 0 alone. The
+    cluster environment says who started the ranks (rn50/clusters.py)."""
+    envs = (options or Options.of(cfg)).cluster.environment(False)
     return envs[0].local_rank() if envs else 0
 
 
@@ -118,38 +118,43 @@ def skip_sigterm_broadcast(trainer: pl.Trainer) -> None:
         connector._sigterm_notifier_fn = lambda signum, frame: setattr(connector, "received_sigterm", True)
 
 
-def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
-    """This process's rank of the run; rank 0 returns every rank's result, the others None."""
+def run_rank(cfg, out: Path, options: Optional[Options] = None) -> Optional[List[RankResult]]:
+    """This process's rank of the run; rank 0 returns every rank's result, the others None.
+    The run's options are built here, once (or handed in by a launcher that built them), and
+    handed to what uses them."""
+    options = options or Options.of(cfg)
     peers.use_interface(cfg)  # before any process group starts (batch search's, Lightning's)
     if cfg.dist.accelerator == Accelerator.gpu:
-        torch.cuda.set_device(local_gpu(cfg))  # Lightning does so only inside fit: the stream is made before
+        # Lightning does so only inside fit: the stream is made before
+        torch.cuda.set_device(local_gpu(cfg, options))
     # The pipeline's stream holds everything the rank runs on the device, from the model's first
     # weights on, so no work crosses streams unordered.
-    with pipelines.of(cfg).training_stream(cfg):
+    with options.data.training_stream(cfg):
         if cfg.train.name == TrainName.accuracy:
             from rn50 import training
 
-            return training.run_rank(cfg, out)
-        return measure_rank(cfg, out)
+            return training.run_rank(cfg, out, options)
+        return measure_rank(cfg, out, options)
 
 
-def measure_rank(cfg, out: Path) -> Optional[List[RankResult]]:
+def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]:
     """A throughput run's rank: warm-up, the timed windows, then the profilers."""
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
-    precision.set_math_mode(precision.of(cfg).tf32)
-    search = batch_search.resolve_auto_batch(cfg, device_type)  # data.batch_size=auto: sets the batch
+    precision.set_math_mode(options.precision.tf32)
+    search = batch_search.resolve_auto_batch(cfg, device_type, options=options)  # data.batch_size=auto: sets the batch
     pl.seed_everything(cfg.seed, verbose=False)
     model = ResNetModule(cfg.model, cfg.optim, optimizers.fused_default(cfg.optim, device_type))
     throughput = ThroughputCallback(cfg.bench, cfg.telemetry, device_type)
     first_profiled = throughput.timer.total_steps
-    extras = profiling_callbacks(cfg, device_type, first_profiled, out)
+    extras = profiling_callbacks(cfg, device_type, first_profiled, out, options)
+    profiled = options.profiler.steps(cfg)  # after the measured windows
     world = cfg.dist.nodes * cfg.dist.gpus_per_node
     # After the throughput callback, whose window-edge sync comes first; reads the host clock only.
     progress = Progress(cfg.bench.warmup_steps, cfg.bench.steps * cfg.bench.repeats, cfg.data.batch_size, world,
-                        total_after=profiled_steps(cfg))
-    trainer = build_trainer(cfg, device_type, [throughput, progress, *extras],
-                            first_profiled + profiled_steps(cfg), out)
-    trainer.fit(model, datamodule=data.build(cfg))
+                        total_after=profiled)
+    trainer = build_trainer(cfg, device_type, [throughput, progress, *extras], first_profiled + profiled, out,
+                            options)
+    trainer.fit(model, datamodule=options.data.build(cfg, endless=True))  # as data.build
     ranks = throughput.ranks
     if ranks is None:
         return None

@@ -20,11 +20,12 @@ from typing import Dict, List, Optional, Tuple
 
 from rn50 import tracking
 from rn50.errors import Rn50Error, reported
+from rn50.schema import NOT_REPORT_SETUP, leaves_out, nodes_gpus, reads_dali_keys
 
 ROLE_TAG = tracking.ROLE_TAG
-# Keys that may differ between a point and its 1n1g reference; device, the profile, changes a run
-# only through the keys it sets, and the device kind keeps CPU and GPU runs apart (add_scaling).
-NOT_SETUP = ("dist.", "profiler.", "telemetry.", "cluster.", "mlflow.", "device")
+# Keys that may differ between a point and its 1n1g reference (rn50/schema.py's NOT_REPORT_SETUP);
+# the device kind keeps CPU and GPU runs apart (add_scaling).
+NOT_SETUP = NOT_REPORT_SETUP
 # The MFU peak table is the same data in every run; mfu.peak_tflops (an override) stays.
 PEAK_TABLE = "mfu.peaks."
 # Column keys stay as they are (CSV and JSON readers use them); headers name the device kind.
@@ -50,12 +51,10 @@ DEVICE_NAMES = {"cuda": ("GPU", "GPUs"), "cpu": ("process", "CPU processes")}
 def setup(params: Dict[str, str], leave_out=NOT_SETUP) -> str:
     """The config that makes a figure, as one string: every param but those under `leave_out`, and
     data.dali's where the pipeline ignores them (experiment=fastest sets some)."""
-    from rn50.schema import reads_dali_keys
-
     if not reads_dali_keys(params.get("data._target_"), params.get("data.name")):
         leave_out = (*leave_out, "data.dali.")
     return ";".join(f"{k}={v}" for k, v in sorted(params.items())
-                    if not k.startswith(leave_out) and not k.startswith(PEAK_TABLE))
+                    if not leaves_out(k, leave_out) and not k.startswith(PEAK_TABLE))
 
 
 def accelerator(run) -> str:
@@ -67,7 +66,7 @@ def accelerator(run) -> str:
 
 
 def has_throughput(run) -> bool:
-    """Under ncu every kernel launch of the measured window is intercepted too (README, Profilers),
+    """Under ncu every kernel launch of the measured window is intercepted too (docs/profiling.md),
     so an ncu run's images/sec is no benchmark figure."""
     return run.data.params.get("profiler.name") != "ncu"
 
@@ -143,7 +142,7 @@ def collect(uri: str, parent_run_id: Optional[str] = None, experiment: Optional[
             filter_string: str = "") -> List[Dict]:
     """One row per benchmark run: the children of a sweep, or an experiment's runs."""
     try:
-        return _collect(tracking.MlflowClient(uri), uri, parent_run_id, experiment, filter_string)
+        return _collect(tracking.open_client(uri), uri, parent_run_id, experiment, filter_string)
     except tracking.MlflowException as exc:
         which = f"--parent-run-id {parent_run_id}" if parent_run_id else f"--filter {filter_string!r}"
         raise Rn50Error(f"{which}: {str(exc).splitlines()[0]}") from None
@@ -291,7 +290,7 @@ def _plot(rows: List[Dict], out: Path) -> List[Path]:
     one, many = device_names(done or rows)
     by_batch, by_gpus = defaultdict(list), defaultdict(list)
     for r in done:
-        by_batch[f"{r['model']} {r['precision']} {r['nodes']}n{r['gpus'] // r['nodes']}g"].append(
+        by_batch[f"{r['model']} {r['precision']} {nodes_gpus(r['nodes'], r['gpus'] // r['nodes'])}"].append(
             (r["batch_per_gpu"], r["images_per_sec_median"]))
         if r["speedup"] is not None:
             by_gpus[f"{r['model']} {r['precision']} bs{r['batch_per_gpu']}"].append((r["gpus"], r["speedup"]))

@@ -10,12 +10,13 @@ cannot express live in `validate`.
 import functools
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
-from rn50 import clusters, pipelines, precision, profilers
+from rn50 import pipelines, profilers
+from rn50.components import Options
 from rn50.errors import ConfigError
 
 # Every ResNet downsamples by 32; below that BatchNorm sees a single value per channel.
@@ -105,12 +106,12 @@ class ModelConfig:
     autotune_pointwise: bool = False
     """With model.compile: inductor benchmarks block sizes for each of its own pointwise and
     reduction kernels (batch norm, ReLU, residual adds) while compiling, and keeps the fastest
-    (max_autotune_pointwise). +1.6% at batch 512 on an H200 for ~20 s more compile."""
+    (max_autotune_pointwise); its gain and compile time: docs/benchmarks.md (issue 13)."""
     autotune_coordinate_descent: bool = False
     """With model.compile: inductor refines each of its own kernels' block sizes and warps one
-    step at a time while it gets faster (coordinate_descent_tuning). +3.7% on top of
-    autotune_pointwise at batch 512 on an H200; the first compile takes ~3 more minutes on 16
-    cores, later runs of the same shapes read the tuned configs from inductor's cache."""
+    step at a time while it gets faster (coordinate_descent_tuning). The first compile takes
+    minutes longer (docs/benchmarks.md, issue 13); later runs of the same shapes read the tuned
+    configs from inductor's cache."""
     num_classes: Optional[int] = None
     """Width of the classifier head; null follows the data: the number of class folders in
     data.root/train for image folders (their labels), 1000 (ImageNet's) for synthetic data."""
@@ -182,8 +183,8 @@ class DaliConfig:
     training_stream: DaliTrainingStream = DaliTrainingStream.own
     """GPU runs: own trains on a CUDA stream of the rank's own; default on torch's default stream,
     CUDA's legacy stream with its implicit synchronization (as before this key; other pipelines
-    train there). At rn50's defaults with DALI on 1x H200 the own stream ran about 0.5 points
-    closer to synthetic (docs/benchmarks.md, issue 14)."""
+    train there). At rn50's defaults with DALI the own stream ran closer to synthetic
+    (docs/benchmarks.md, issue 14)."""
     cpu_prefetch_queue_depth: Optional[int] = None
     """Set: DALI's separated-queue executor (exec_dynamic=False), which buffers this many batches of
     the CPU stage (file reads) apart from prefetch_queue_depth batches of the GPU stages. null:
@@ -262,7 +263,8 @@ class TorchProfilerConfig(ProfilerConfig):
 class NcuConfig(ProfilerConfig):
     steps: int = 1
     """Steps after the measured windows whose kernels Nsight Compute profiles. One ResNet-50
-    step is ~640 kernels, each replayed per metric pass: 3 steps at batch 256 took ~7 min on an H100."""
+    step is hundreds of kernels, each replayed per metric pass, so each step takes minutes
+    (docs/benchmarks.md, issue 6)."""
     executable: str = "ncu"
     """The Nsight Compute command line, a path or a name on PATH."""
     metrics: Dict[str, str] = field(default_factory=dict)
@@ -431,7 +433,7 @@ def typed(tree: Any) -> DictConfig:
     from rn50 import keys
 
     # Hydra imports every module of the hydra_plugins namespace before it composes, which is where a
-    # user's option registers its own schema (README: Adding a profiler); a rank must see it too.
+    # user's option registers its own schema (docs/extending.md: Adding a profiler); a rank must see it too.
     Plugins.instance()
     cfg = OmegaConf.create(tree)
     schema = OmegaConf.structured(Rn50Config)
@@ -454,8 +456,11 @@ def _positive(cfg: DictConfig, key: str, hint: str, minimum: Any = 1) -> None:
         raise ConfigError(f"{key}={value} is out of range: {hint}")
 
 
-def validate(cfg: DictConfig) -> DictConfig:
-    """Range checks the types cannot express. Raises ConfigError naming the dotted key."""
+def validate(cfg: DictConfig, options: Optional[Options] = None) -> DictConfig:
+    """Range checks the types cannot express, then one normalisation: a run that captures CUDA
+    graphs records it (compilation.normalise_cuda_graphs). Raises ConfigError naming the dotted key.
+    options: the run's (components.Options), where the caller built them; else they are built here,
+    once, where the first option's checks begin."""
     _check_batch_size(cfg)
     _positive(
         cfg,
@@ -471,8 +476,9 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "bench.steps", "use 1 or more measured steps")
     _positive(cfg, "bench.repeats", "use 1 or more measured windows")
     _positive(cfg, "telemetry.interval_s", "use a positive sampling interval", 0.01)
-    _check_dali(cfg)
-    pipeline = pipelines.of(cfg)
+    pipelines.Dali.check_keys(cfg)
+    options = options or Options.of(cfg)
+    pipeline = options.data
     pipeline.check(cfg)
     _positive(cfg, "optim.lr", "use a learning rate above 0", 1e-12)
     _positive(cfg, "optim.momentum", "use a momentum of 0 or more", 0)
@@ -483,14 +489,15 @@ def validate(cfg: DictConfig) -> DictConfig:
                           "the device by itself); use optim.fused=null with optim.name=lars")
     if cfg.train.name == TrainName.accuracy:
         _check_training(cfg, pipeline)
-    precision.of(cfg).check(cfg)
-    clusters.of(cfg).check(cfg)
+    options.precision.check(cfg)
+    options.cluster.check(cfg)
     if cfg.mfu.peak_tflops is not None:
         _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
-    profilers.of(cfg).check(cfg)
-    from rn50.compilation import check_cuda_graphs  # imports this module
+    options.profiler.check(cfg)
+    from rn50.compilation import check_cuda_graphs, normalise_cuda_graphs  # imports this module
 
     check_cuda_graphs(cfg)
+    normalise_cuda_graphs(cfg)  # the one step here that changes the config, once it is valid
     return cfg
 
 
@@ -499,9 +506,44 @@ def profiled_steps(cfg: DictConfig) -> int:
     return profilers.of(cfg).steps(cfg)
 
 
-# Keys that say where a run is recorded or how it is started, not what it measures; and device,
-# the profile, which changes a run only through the keys it sets, which are measured.
-NOT_MEASURED = ("mlflow", "sweep", "dry_run", "device")
+# The keys that count for a point, in one place: why a key may leave a point's figure as it is,
+# and which of those reasons each comparison of runs accepts. A name ending in a dot is a group
+# of keys, another name a key. `leaves_out` reads them.
+RECORDED = ("mlflow.",)
+"""Where a run is recorded."""
+LAUNCHED = ("sweep.", "dry_run")
+"""How a run is started."""
+PROFILE = ("device",)
+"""The settings' profile: it changes a run only through the keys it sets, which count themselves."""
+WATCHED = ("telemetry.",)
+"""What is sampled beside the figure."""
+DERIVED = ("mfu.",)
+"""What is computed from the figure afterwards: MFU and its peaks."""
+PLACED = ("cluster.",)
+"""Where the scheduler puts a run."""
+PROFILER_OWN = ("profiler.active", "profiler.wait", "profiler.warmup", "profiler.steps", "profiler.executable")
+"""The profiler's own settings: its steps come after the measured windows."""
+
+NOT_MEASURED = RECORDED + LAUNCHED + PROFILE
+"""A point's identity (config_hash, sweep.resume): everything counts but where it is recorded and
+how it is started."""
+NOT_IMAGES_PER_SEC = RECORDED + ("dry_run",) + PROFILE + WATCHED + DERIVED + PLACED + PROFILER_OWN + (
+    "bench.repeats", "dist.accelerator")
+"""Runs of one point for rn50.compare: also the number of windows (more measure the same figure)
+and dist.accelerator, which compare replaces by the device kind the run used (so `auto` on a GPU
+host matches `gpu`)."""
+NOT_REPORT_SETUP = ("dist.", "profiler.") + WATCHED + PLACED + RECORDED + PROFILE
+"""A report's setup (the rows a scaling table compares): the same setup on any number of
+devices, under any profiler; MFU's peak table is left out apart (report.PEAK_TABLE)."""
+MAY_DIFFER_ON_RESUME = ("train.resume",) + RECORDED + LAUNCHED + PLACED + WATCHED + (
+    "profiler.", "data.num_workers", "data.root", "data.dali.num_threads", "dist.interface")
+"""Between a run and its resumption (rn50/resume.py): also how it is read and connected, and
+resume itself; anything else changes what the checkpoint would continue."""
+
+
+def leaves_out(key: str, reasons: Tuple[str, ...]) -> bool:
+    """Whether the dotted key falls under one of `reasons` (a group ending in a dot, or a key)."""
+    return key.startswith(reasons)
 
 
 # Keys that every option of a group had before some moved into an option's own schema, with the
@@ -565,7 +607,7 @@ def config_hash(cfg: DictConfig) -> str:
     from omegaconf import OmegaConf
 
     # Hydra's own node is there in the configs a launcher loads for each job (and cannot resolve there).
-    keys = [k for k in cfg if k not in NOT_MEASURED and k != "hydra"]
+    keys = [k for k in cfg if not leaves_out(f"{k}.", NOT_MEASURED) and k != "hydra"]
     measured = OmegaConf.to_container(OmegaConf.masked_copy(cfg, keys), resolve=True, enum_to_str=True)
     for group in ("data", "precision", "profiler", "cluster"):  # <group>.name stands for it, as in older hashes
         measured[group].pop("_target_", None)
@@ -599,9 +641,15 @@ def config_hash(cfg: DictConfig) -> str:
     return hashlib.sha256(json.dumps(measured, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def nodes_gpus(nodes: Any, per_node: Any) -> str:
+    """The NnMg name of N nodes of M devices each, as the published tables and conf/dist/ name
+    them: 1n1g, 2n8g, ... Every such name is made here."""
+    return f"{nodes}n{per_node}g"
+
+
 def dist_name(cfg: DictConfig) -> str:
-    """The published-table name of a GPU count: 1n1g, 2n8g, ..."""
-    return f"{cfg.dist.nodes}n{cfg.dist.gpus_per_node}g"
+    """The run's dist as an NnMg name (nodes_gpus)."""
+    return nodes_gpus(cfg.dist.nodes, cfg.dist.gpus_per_node)
 
 
 def run_name(cfg: DictConfig) -> str:
@@ -609,30 +657,6 @@ def run_name(cfg: DictConfig) -> str:
     CPU figure is never taken for a GPU one."""
     cpu = "-cpu" if cfg.dist.accelerator == Accelerator.cpu else ""
     return f"{cfg.model.arch.value}-{cfg.precision.name}-{dist_name(cfg)}-bs{cfg.data.batch_size}{cpu}"
-
-
-def _check_dali(cfg: DictConfig) -> None:
-    """data.dali's ranges, whatever the pipeline (as the profiler's keys are checked); its dtype
-    against the precision is data=dali's own check (rn50/pipelines.py)."""
-    dali = cfg.data.dali
-    if dali.num_threads is not None:
-        _positive(cfg, "data.dali.num_threads", "use 1 or more threads, or null for data.num_workers")
-    _positive(cfg, "data.dali.prefetch_queue_depth", "use 1 or more batches")
-    if not 0 <= dali.hw_decoder_load <= 1:
-        raise ConfigError(f"data.dali.hw_decoder_load={dali.hw_decoder_load} is out of range: "
-                          "use a share from 0 to 1 (0.65 is DALI's default)")
-    if not 0 <= dali.cpu_decode_share <= 1:
-        raise ConfigError(f"data.dali.cpu_decode_share={dali.cpu_decode_share} is out of range: "
-                          "use a share from 0 to 1 (0 decodes every JPEG on the GPU)")
-    for key in ("device_memory_padding", "host_memory_padding", "preallocate_width_hint",
-                "preallocate_height_hint", "hybrid_huffman_threshold"):
-        _positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
-    if dali.cpu_prefetch_queue_depth is not None:
-        _positive(cfg, "data.dali.cpu_prefetch_queue_depth", "use 1 or more batches, or null for one queue")
-        for key in ("stream_policy", "concurrency"):
-            if dali[key].value != "default":
-                raise ConfigError(f"data.dali.{key}={dali[key].value} applies to DALI's dynamic executor, which "
-                                  "data.dali.cpu_prefetch_queue_depth turns off; set one of them only")
 
 
 AUTO_BATCH = "auto"

@@ -58,10 +58,8 @@ def close_run(cfg: DictConfig, run_id: str, error: str) -> None:
     """FAILED (failure=slurm) if the job left its run RUNNING, with the point's config as params
     where the job logged none, so that it is still a row of the sweep's report. A run its rank 0
     closed keeps its own status and error, which say more."""
-    from mlflow.tracking import MlflowClient
-
     uri = cfg.mlflow.tracking_uri
-    client = MlflowClient(uri)
+    client = tracking.open_client(uri)
     run = client.get_run(run_id)
     if run.info.status != "RUNNING":
         return
@@ -148,9 +146,7 @@ def not_submitted(exc: BaseException, runs: Sequence[Tuple[DictConfig, str]]) ->
 
 def failed(job, cfg: DictConfig, run_id: str) -> RunFailed:
     """The command's error for a job that failed: the run's own error, where its rank 0 recorded one."""
-    from mlflow.tracking import MlflowClient
-
-    error = MlflowClient(cfg.mlflow.tracking_uri).get_run(run_id).data.tags.get("error")
+    error = tracking.open_client(cfg.mlflow.tracking_uri).get_run(run_id).data.tags.get("error")
     why = f": {error}" if error else f"; the MLflow run's error tag and the job's log {job.paths.stderr} say why"
     return RunFailed(f"SLURM job {job.job_id} failed{why}")
 
@@ -197,7 +193,6 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) ->
     wait for it; the run's metrics, or RunFailed. The job's folder is out/.submitit/JOB_ID unless
     hydra.launcher.submitit_folder says otherwise."""
     from hydra.core.hydra_config import HydraConfig
-    from mlflow.tracking import MlflowClient
 
     from rn50 import launch, resume
 
@@ -226,7 +221,7 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) ->
         raise
     if not ok:  # outcome closed its run
         raise failed(job, cfg, run_id)
-    run = MlflowClient(cfg.mlflow.tracking_uri).get_run(run_id)
+    run = tracking.open_client(cfg.mlflow.tracking_uri).get_run(run_id)
     if run.info.status != "FINISHED":
         close_run(cfg, run_id, f"SLURM job {job.job_id} ended with its run {run.info.status}")  # if left RUNNING
         raise failed(job, cfg, run_id)

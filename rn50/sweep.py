@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from rn50 import STARTED, clusters, meter, pool, profilers, report, tracking
 from rn50.errors import ConfigError, Rn50Error, reported
+from rn50.schema import nodes_gpus
 
 PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
 URI_ENV = "RN50_SWEEP_TRACKING_URI"
@@ -89,7 +90,7 @@ class SweepCallback(Callback):
         # A point's own return says what it ran (the CPU profile changes the keys); one that failed
         # before returning is described by its config as composed.
         composed = dict(arch=config.model.arch.value, precision=config.precision.name, batch_size=config.data.batch_size,
-                        dist=f"{config.dist.nodes}n{config.dist.gpus_per_node}g")
+                        dist=nodes_gpus(config.dist.nodes, config.dist.gpus_per_node))
         summary = {**composed, **summary}
         print(meter.point_line(config.hydra.job.num + 1, self.total, summary), file=sys.stderr)
 

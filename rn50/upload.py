@@ -102,12 +102,10 @@ def logged_run(client, result: Mapping):
 def upload(path: Path, uri: Optional[str] = None) -> str:
     """Log the result kept in `path` into `uri` (default: the store it was meant for) and close
     its run FINISHED (FAILED for a run that did not train); returns the line that says what was done."""
-    from mlflow.tracking import MlflowClient
-
     result = read(path)
     uri = uri or result["tracking_uri"]
     tracking.check_reachable(uri)
-    client = MlflowClient(uri)
+    client = tracking.open_client(uri)
     run = logged_run(client, result)
     failure = result.get("failure")
     closed = "FAILED" if failure else "FINISHED"
