@@ -1,10 +1,10 @@
 """python -m rn50: compose a run, check it, record it in MLflow, launch its ranks.
 
-This process never imports torch or Lightning: the ranks do (rn50/rank.py), kept warm
-between the points of a sweep (rn50/pool.py), and send their measurements back; this
+This process never imports torch or Lightning: the ranks do (rn50/rank/run.py), kept warm
+between the points of a sweep (rn50/launcher/pool.py), and send their measurements back; this
 process owns the MLflow run, so a run whose ranks crash, run out of memory or are
 interrupted is still closed with the right status. In a --multirun each job is a
-child of the sweep's run (rn50/sweep.py).
+child of the sweep's run (rn50/launcher/sweep.py).
 """
 
 import logging
@@ -21,12 +21,22 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import STARTED, clusters, console, launch, pipelines, pool, results, resume, schema, tracking, trained, upload
-from rn50.config_dir import config_dir
-from rn50.environment import git_commit
+from rn50 import STARTED, console
+from rn50.options import clusters
+from rn50.launcher import launch
+from rn50.options import pipelines
+from rn50.launcher import pool
+from rn50.results import summary as results
+from rn50.results import resume
+from rn50.config import schema
+from rn50.tracking import store as tracking
+from rn50.measure import trained
+from rn50.tracking import upload
+from rn50.config.directory import config_dir
+from rn50.measure.environment import git_commit
 from rn50.errors import ConfigError, Interrupted, RunFailed, failure_kind, reported
-from rn50.schema import TrainName
-from rn50.sweep import PARENT_ENV, URI_ENV
+from rn50.config.schema import TrainName
+from rn50.launcher.sweep import PARENT_ENV, URI_ENV
 
 log = logging.getLogger("rn50")
 
@@ -116,7 +126,7 @@ def say_done(cfg: DictConfig, name: str, summary: dict, out: Path, parent: Optio
 
 
 def described(cfg: DictConfig, summary: dict) -> dict:
-    """A point's summary with what the sweep's line for it says (rn50/meter.py point_line), from the
+    """A point's summary with what the sweep's line for it says (rn50/measure/meter.py point_line), from the
     config it ran: the CPU profile changes the config Hydra composed for it."""
     return {"arch": cfg.model.arch.value, "precision": cfg.precision.name, "batch_size": cfg.data.batch_size,
             "dist": schema.dist_name(cfg), "accelerator": cfg.dist.accelerator.value, **summary}

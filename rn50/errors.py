@@ -51,8 +51,8 @@ OOM_SIGNS = ("outofmemoryerror", "out of memory", "can't allocate memory", "cann
 
 def failure_kind(message: str) -> str:
     """oom for CUDA's and the CPU allocator's out-of-memory errors; diverged and stalled for a run
-    that did not train (rn50/trained.py's lines, and rn50/training.py's); else error."""
-    from rn50 import trained
+    that did not train (rn50/measure/trained.py's lines, and rn50/rank/training.py's); else error."""
+    from rn50.measure import trained
 
     text = message.lower()
     for kind in (trained.DIVERGED, trained.STALLED):
@@ -110,7 +110,7 @@ def unknown_key_message(key: str, append: str = "", fallback: str = "") -> str:
     append: the override that adds the key (+key=value), for the tables whose keys are the
     user's own. fallback: the message for a key the schema does declare.
     """
-    from rn50 import keys
+    from rn50.config import keys
 
     free_form = keys.free_form_parent(key)
     if free_form:  # the user's own table: any name may be right, so none is suggested
@@ -132,7 +132,7 @@ def unknown_key_message(key: str, append: str = "", fallback: str = "") -> str:
 
 def hydra_key_message(key: str, parent) -> str:
     """A mistyped key of Hydra's own config (hydra.run.dri), suggested from the node it is missing from."""
-    from rn50 import keys
+    from rn50.config import keys
 
     section, _, name = key.rpartition(".")
     names = [str(k) for k in parent.keys()] if hasattr(parent, "keys") else []
@@ -144,7 +144,7 @@ def hydra_key_message(key: str, parent) -> str:
 
 def unknown_option_message(missing_cfg_file: str, options) -> str:
     """'precision=amp16 is not an option; did you mean amp? precision is one of: amp, ...'."""
-    from rn50 import keys
+    from rn50.config import keys
 
     group, _, option = missing_cfg_file.rpartition("/")
     suggestion = keys.closest(option, options)
@@ -155,7 +155,7 @@ def unknown_option_message(missing_cfg_file: str, options) -> str:
 def bad_value_message(key: str, value) -> str:
     """'model.arch=resnet5 is not an option; did you mean resnet50? model.arch is one of: ...' for
     a key with fixed names (an Enum); empty for any other key."""
-    from rn50 import keys
+    from rn50.config import keys
 
     options = keys.enum_options(key)
     if not options or str(value) in options:

@@ -13,7 +13,12 @@ import pytest
 import torch
 
 from conftest import ROOT, _empty_store, make_tree, rn50, runs_in
-from rn50 import accuracy, launch, report, resume, schedule, tracking
+from rn50.recipe import accuracy
+from rn50.launcher import launch
+from rn50.results import report
+from rn50.results import resume
+from rn50.recipe import schedule
+from rn50.tracking import store as tracking
 from rn50.errors import ConfigError
 
 # resnet18 at 32 px on 1,437 training digits, fp32, NCHW (channels_last is ~4x slower on CPUs):
@@ -92,7 +97,7 @@ def test_two_ranks_count_every_image_once(tmp_path):
 
 
 def test_recipe_schedule_and_weight_decay(compose_cfg):
-    from rn50.optimizers import param_groups
+    from rn50.recipe.optimizers import param_groups
     from torchvision.models import resnet18
 
     assert schedule.scaled_lr(0.256, 2048) == pytest.approx(2.048)
@@ -256,7 +261,7 @@ def test_progress_is_one_line_per_epoch_off_a_terminal_and_a_bar_on_one():
     import io
     from types import SimpleNamespace
 
-    from rn50.progress import EpochProgress
+    from rn50.rank.progress import EpochProgress
 
     row = {"epoch": 3, "train/loss": 2.3456, "val/top1": 0.456, "val/top5": 0.701,
            "train/images_per_sec": 2345.0, "time/epoch_s": 56.0}

@@ -5,9 +5,9 @@ import csv
 
 import pytest
 
-from rn50 import batch_search
-from rn50.launch import set_num_classes
-from rn50.batch_search import NoBatchFits, find_batch
+from rn50.rank import batch_search
+from rn50.launcher.launch import set_num_classes
+from rn50.rank.batch_search import NoBatchFits, find_batch
 
 
 class FakeProbe:
@@ -113,7 +113,7 @@ def test_metrics_and_csv(tmp_path):
 
 @pytest.mark.slow
 def test_real_probe_on_the_cpu_picks_a_batch_and_frees_the_search(compose_cfg, capsys):
-    from rn50.schema import validate
+    from rn50.config.schema import validate
 
     cfg = validate(compose_cfg(["dist.accelerator=cpu", "model=resnet18", "data.image_size=32",
                                 "precision=fp32", "data.batch_size=auto"]))
@@ -135,8 +135,8 @@ def test_real_probe_on_the_cpu_picks_a_batch_and_frees_the_search(compose_cfg, c
 AGREE = """
 import sys
 from omegaconf import OmegaConf
-from rn50.batch_search import agree_on_batch, join_ranks
-from rn50.schema import Rn50Config
+from rn50.rank.batch_search import agree_on_batch, join_ranks
+from rn50.config.schema import Rn50Config
 import torch, torch.distributed as dist
 cfg = OmegaConf.merge(OmegaConf.structured(Rn50Config), {"dist": {"gpus_per_node": 2, "accelerator": "cpu"}})
 join_ranks(cfg, torch.device("cpu"))

@@ -97,7 +97,7 @@ def test_slurm_errors_come_before_submission(slurm_cluster, tmp_path):
 
 
 def test_torchrun_world_must_match_dist(compose_cfg, monkeypatch):
-    from rn50 import launch
+    from rn50.launcher import launch
     from rn50.errors import ConfigError
 
     cfg = compose_cfg(["cluster=torchrun", "dist=1n2g"])
@@ -162,7 +162,7 @@ def test_a_job_sbatch_refuses_has_its_run_closed_by_id(slurm_cluster, tmp_path):
 
 
 def test_a_task_of_a_job_step_is_a_rank_and_sbatchs_own_shell_submits(compose_cfg, monkeypatch):
-    from rn50 import clusters
+    from rn50.options import clusters
 
     slurm = clusters.of(compose_cfg(["cluster=slurm"]))
     for name in ("SLURM_STEP_ID", "SLURM_PROCID", "RANK"):
@@ -175,7 +175,7 @@ def test_a_task_of_a_job_step_is_a_rank_and_sbatchs_own_shell_submits(compose_cf
 
 
 def test_tasks_get_the_command_with_its_output_directory_and_run(tmp_path):
-    from rn50.slurm_jobs import task_argv
+    from rn50.slurm.jobs import task_argv
 
     argv = ["cluster=slurm", "hydra.run.dir=mine", "++mlflow.run_id=old", "hydra.searchpath=[file:///c]"]
     out = tmp_path / "it's here"
@@ -190,7 +190,9 @@ def test_tasks_get_the_command_with_its_output_directory_and_run(tmp_path):
 
 
 def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg, tmp_path):
-    from rn50 import schema, slurm_jobs, tracking
+    from rn50.config import schema
+    from rn50.slurm import jobs as slurm_jobs
+    from rn50.tracking import store as tracking
 
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
@@ -229,7 +231,10 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
     import functools
     import threading
 
-    from rn50 import schema, slurm, slurm_jobs, tracking
+    from rn50.config import schema
+    from rn50.slurm import sbatch as slurm
+    from rn50.slurm import jobs as slurm_jobs
+    from rn50.tracking import store as tracking
 
     for key, value in slurm_cluster.env.items():
         monkeypatch.setenv(key, value)
@@ -250,7 +255,7 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
 
 
 def test_submitting_from_inside_a_job_hides_only_that_jobs_variables(monkeypatch):
-    from rn50 import slurm
+    from rn50.slurm import sbatch as slurm
 
     monkeypatch.setenv("SBATCH_ACCOUNT", "proj")  # the user's own settings, for any sbatch
     monkeypatch.setenv("SLURM_CLUSTERS", "c2")

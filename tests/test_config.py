@@ -6,7 +6,7 @@ from omegaconf.errors import ValidationError
 
 from conftest import CONF
 from rn50.errors import ConfigError, one_line
-from rn50.schema import Accelerator, Arch, Device, config_hash, dist_name, profiled_steps, validate
+from rn50.config.schema import Accelerator, Arch, Device, config_hash, dist_name, profiled_steps, validate
 
 GROUPS = ["model", "precision", "data", "dist", "profiler", "cluster", "mfu", "experiment", "device"]
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]

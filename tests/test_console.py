@@ -22,7 +22,7 @@ from tiny_module import Tiny
 
 pl.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
            enable_progress_bar=False, enable_model_summary=False).fit(Tiny(8))
-from rn50.precision import Amp
+from rn50.options.precision import Amp
 cpu_precision_warning(Amp(), "cpu")
 """
 
@@ -103,7 +103,7 @@ def test_quiet_filters_the_emitting_loggers_once_and_verbose_leaves_them_alone(m
     ("bf16", "cpu", False), ("amp", "cuda", False),
 ])
 def test_cpu_precision_warning_only_for_fp16_on_a_cpu(caplog, compose_cfg, precision, device, warns):
-    from rn50 import precision as precisions
+    from rn50.options import precision as precisions
 
     with caplog.at_level(logging.WARNING, logger="rn50"):
         line = cpu_precision_warning(precisions.of(compose_cfg([f"precision={precision}"])), device)

@@ -1,4 +1,4 @@
-"""rn50.dali on the CPU path: a tiny ImageFolder tree, a stand-in trainer, no Trainer.fit."""
+"""rn50.data.dali on the CPU path: a tiny ImageFolder tree, a stand-in trainer, no Trainer.fit."""
 
 import importlib
 import itertools
@@ -14,10 +14,10 @@ pytest.importorskip("nvidia.dali")
 from PIL import Image  # noqa: E402
 
 from rn50 import dali  # noqa: E402
-from rn50 import data as data_modules  # noqa: E402
-from rn50.dali import DaliData, DaliLoader, shard_files  # noqa: E402
+from rn50.data import modules as data_modules  # noqa: E402
+from rn50.data.dali import DaliData, DaliLoader, shard_files  # noqa: E402
 from rn50.errors import Rn50Error  # noqa: E402
-from rn50.schema import validate  # noqa: E402
+from rn50.config.schema import validate  # noqa: E402
 
 # Folders made out of order: labels must follow the sorted names, as with torchvision's ImageFolder.
 CLASSES = ["cat", "ant", "bee"]
@@ -151,7 +151,7 @@ def test_missing_dali_is_one_line_naming_the_extras(monkeypatch):
 
 
 def test_bare_loop_takes_dali_batches(tree, capsys):
-    from rn50 import baseline
+    from rn50.tools import baseline
 
     common = ["--arch", "resnet18", "--precision", "fp32", "--batch-size", str(BATCH), "--image-size", str(SIZE),
               "--warmup-steps", "1", "--steps", "2", "--data-root", str(tree), "--dali", "num_threads=1"]

@@ -7,14 +7,14 @@ import pytorch_lightning as pl
 import torch
 
 from conftest import TINY, make_tree, rn50, runs_in
-from rn50 import data
-from rn50.checks import count_train_images
-from rn50.data import ImageFolderData
+from rn50.data import modules as data
+from rn50.options.checks import count_train_images
+from rn50.data.modules import ImageFolderData
 from rn50.errors import ConfigError
-from rn50.rank import build_trainer
-from rn50.schema import validate
-from rn50.throughput import ThroughputCallback
-from rn50.timing import summarize
+from rn50.rank.run import build_trainer
+from rn50.config.schema import validate
+from rn50.measure.throughput import ThroughputCallback
+from rn50.measure.timing import summarize
 
 REAL = [*TINY, "data.num_workers=1", "data.dali.num_threads=1"]
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import ROOT, _empty_store
-from rn50 import doctor
+from rn50.tools import doctor
 from test_tracking_server import server  # noqa: F401  a real MLflow server
 
 

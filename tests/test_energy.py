@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from rn50 import nvml
-from rn50.nvml import FIELDS, energy_metrics, integrate_power
+from rn50.measure import nvml
+from rn50.measure.nvml import FIELDS, energy_metrics, integrate_power
 
 POWER = 1 + FIELDS.index("power_w")
 
@@ -83,7 +83,8 @@ def test_per_rank_images_and_missing_figures():
 
 
 def test_the_sweep_report_has_energy_columns_and_the_chosen_batch(compose_cfg, tmp_path):
-    from rn50 import report, tracking
+    from rn50.results import report
+    from rn50.tracking import store as tracking
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     for batch, chosen in (("256", None), ("auto", 448)):

@@ -4,7 +4,7 @@ import pytest
 from hydra.errors import HydraException
 
 from rn50.errors import ConfigError, one_line
-from rn50.keys import check_declared, closest, closest_key
+from rn50.config.keys import check_declared, closest, closest_key
 
 TYPOS = {
     # override: the one line it must answer

@@ -2,8 +2,8 @@
 
 import pytest
 
-from rn50 import mfu
-from rn50.scalers import StaticGradScaler
+from rn50.measure import mfu
+from rn50.recipe.scalers import StaticGradScaler
 
 
 def test_resnet50_flops_per_image():

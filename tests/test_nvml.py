@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rn50 import nvml
+from rn50.measure import nvml
 
 
 def test_sampler_reads_until_stopped():

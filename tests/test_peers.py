@@ -4,8 +4,8 @@ dist.interface, how a SLURM job's end is told, and the Multi-node page's command
 from pathlib import Path
 
 from conftest import ROOT
-from rn50 import peers
-from rn50.slurm_jobs import why_ended
+from rn50.rank import peers
+from rn50.slurm.jobs import why_ended
 
 
 def test_a_peers_address_in_gloo_error_names_its_rank_and_node(monkeypatch):

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from conftest import TINY, rn50, runs_in
-from rn50 import pipelines
+from rn50.options import pipelines
 from rn50.errors import ConfigError
 
 # A pipeline of constant images: torch is imported in build(), which only the ranks call.
@@ -15,7 +15,7 @@ MODULE = '''
 import itertools
 
 from rn50.errors import ConfigError
-from rn50.pipelines import Pipeline
+from rn50.options.pipelines import Pipeline
 
 
 class Constant(Pipeline):
@@ -79,7 +79,7 @@ def test_rn50s_pipelines_are_built_from_their_option(compose_cfg):
 
 
 def test_a_target_that_cannot_be_built_is_one_line(compose_cfg):
-    cfg = compose_cfg(["data._target_=rn50.pipelines.NoSuchPipeline"])
+    cfg = compose_cfg(["data._target_=rn50.options.pipelines.NoSuchPipeline"])
     with pytest.raises(ConfigError, match=r"^data\._target_=rn50\.pipelines\.NoSuchPipeline cannot be built: "):
         pipelines.of(cfg)
 
@@ -97,7 +97,7 @@ def test_the_hash_of_a_sweep_point_ignores_keys_that_change_nothing(compose_cfg)
     before those keys existed still match. The pinned hashes are those of commit 56dc964."""
     from omegaconf import OmegaConf
 
-    from rn50.schema import LATER_KEYS, config_hash
+    from rn50.config.schema import LATER_KEYS, config_hash
 
     cfg = compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db"])
     assert config_hash(cfg) == "ceceeae15162444c"

@@ -7,13 +7,13 @@ import pytest
 from hydra.errors import ConfigCompositionException
 
 from conftest import TINY, rn50, runs_in
-from rn50 import precision
+from rn50.options import precision
 from rn50.errors import ConfigError
-from rn50.schema import validate
+from rn50.config.schema import validate
 
 # bf16 autocast with TF32 off: what bf16 would be without TF32 for the layers autocast keeps in fp32.
 MODULE = '''
-from rn50.precision import Bf16
+from rn50.options.precision import Bf16
 
 
 class Bf16NoTf32(Bf16):
@@ -50,7 +50,7 @@ def test_a_rank_types_an_option_by_its_keys_whatever_its_name():
     """An option of the user's may name a built-in one's schema (amp_static's, with its loss_scale)."""
     from omegaconf import OmegaConf
 
-    from rn50.schema import AmpStaticConfig, PrecisionConfig, typed
+    from rn50.config.schema import AmpStaticConfig, PrecisionConfig, typed
 
     mine = typed({"precision": {"_target_": "my.Amp512", "name": "amp512", "loss_scale": 512}})
     assert OmegaConf.get_type(mine.precision) is AmpStaticConfig and mine.precision.loss_scale == 512.0

@@ -4,9 +4,9 @@ import pytest
 import yaml
 
 from conftest import TINY, rn50, runs_in
-from rn50.compilation import check_cuda_graphs, compile_mode
+from rn50.options.compilation import check_cuda_graphs, compile_mode
 from rn50.errors import ConfigError
-from rn50.schema import Accelerator, validate
+from rn50.config.schema import Accelerator, validate
 
 
 def on_gpu(cfg):
@@ -131,7 +131,7 @@ def test_autotune_pointwise_is_set_for_each_compile_of_a_warm_rank():
     """A warm rank compiles the next sweep point in the same process: the setting follows each."""
     import torch._inductor.config as inductor
 
-    from rn50.compilation import configure_inductor
+    from rn50.options.compilation import configure_inductor
 
     configure_inductor(True, True)
     assert inductor.max_autotune_pointwise is True and inductor.coordinate_descent_tuning is True

@@ -11,13 +11,14 @@ import pytorch_lightning as pl
 from torch.autograd import DeviceType
 
 from conftest import TINY, rn50, runs_in
-from rn50 import data, precision
-from rn50.launch import set_num_classes
-from rn50.model import ResNetModule
-from rn50.nvtx import NvtxRanges
-from rn50.profile import (KINDS, Span, classify, device_work, host_work, kernel_table, step_window,
+from rn50.data import modules as data
+from rn50.options import precision
+from rn50.launcher.launch import set_num_classes
+from rn50.recipe.model import ResNetModule
+from rn50.profiling.nvtx import NvtxRanges
+from rn50.profiling.torch_profile import (KINDS, Span, classify, device_work, host_work, kernel_table, step_window,
                           summarize, union_us)
-from rn50.tracking import MlflowClient
+from rn50.tracking.store import MlflowClient
 
 # Real names: CUDA kernels from an H100 ResNet-50 AMP step, operators from a CPU run.
 NAMES = {

@@ -9,12 +9,12 @@ from hydra.errors import ConfigCompositionException
 from mlflow.tracking import MlflowClient
 
 from conftest import TINY, rn50, runs_in
-from rn50 import profilers
-from rn50.schema import profiled_steps
+from rn50.options import profilers
+from rn50.config.schema import profiled_steps
 
 # Counts the steps after the measured windows; its metrics() and artifacts() are what rank 0 gathers.
 MODULE = '''
-from rn50.profilers import Profiler
+from rn50.options.profilers import Profiler
 
 
 class Counter(Profiler):
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from hydra.core.config_store import ConfigStore
 
-from rn50.schema import ProfilerConfig
+from rn50.config.schema import ProfilerConfig
 
 
 @dataclass

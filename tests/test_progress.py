@@ -10,11 +10,11 @@ import pytest
 import pytorch_lightning as pl
 
 from conftest import ROOT, TINY, rn50
-from rn50.fake_imagenet import make
+from rn50.tools.fake_imagenet import make
 from tiny_module import Tiny
-from rn50.meter import Meter
-from rn50.meter import point_line, sweep_size
-from rn50.progress import Progress
+from rn50.measure.meter import Meter
+from rn50.measure.meter import point_line, sweep_size
+from rn50.rank.progress import Progress
 
 
 class FakeClock:

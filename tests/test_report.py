@@ -7,7 +7,8 @@ import shutil
 import pytest
 
 from conftest import _empty_store
-from rn50 import report, tracking
+from rn50.results import report
+from rn50.tracking import store as tracking
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,7 @@ def test_description_is_the_table_cut_at_a_row(uri):
 def test_summary_metrics_are_logged_as_the_ui_should_show_them(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from rn50 import tracking
+    from rn50.tracking import store as tracking
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(uri)

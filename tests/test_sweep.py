@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, _empty_store, make_tree, rn50, runs_in
-from rn50.tracking import PARENT_TAG, MlflowClient
+from rn50.tracking.store import PARENT_TAG, MlflowClient
 
 pytestmark = pytest.mark.slow  # every test here runs a real --multirun
 
@@ -162,7 +162,7 @@ def test_report_errors_are_one_line(tmp_path):
 
 
 def test_profiled_runs_are_no_speedup_reference():
-    from rn50.report import add_scaling
+    from rn50.results.report import add_scaling
 
     def row(gpus, ips, profiled):
         return {"setup": "model.arch=resnet50", "gpus": gpus, "status": "FINISHED", "failure": "",
@@ -174,7 +174,8 @@ def test_profiled_runs_are_no_speedup_reference():
 
 def test_ncu_runs_have_no_throughput_in_reports(compose_cfg, tmp_path):
     # ncu intercepts every kernel launch of the measured window too (docs/benchmarks.md).
-    from rn50 import report, tracking
+    from rn50.results import report
+    from rn50.tracking import store as tracking
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     for profiler in ("none", "ncu", "pytorch"):

@@ -13,10 +13,11 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from torch import nn
 
 from conftest import TINY, rn50, runs_in
-from rn50 import optimizers, trained
-from rn50.scalers import GradScaler, StaticGradScaler
-from rn50.schema import OptimConfig, OptimName
-from rn50.training import Diverged, EpochRecord
+from rn50.recipe import optimizers
+from rn50.measure import trained
+from rn50.recipe.scalers import GradScaler, StaticGradScaler
+from rn50.config.schema import OptimConfig, OptimName
+from rn50.rank.training import Diverged, EpochRecord
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 OPTIMIZERS = {  # every optimizer rn50 builds: name, fused
@@ -169,7 +170,7 @@ def test_the_proof_from_each_steps_loss():
 
 def test_scalers_and_optimizers_that_cannot_train_are_refused_at_compose_time(compose_cfg):
     from rn50.errors import ConfigError
-    from rn50.schema import validate
+    from rn50.config.schema import validate
 
     with pytest.raises(ConfigError, match=r"^precision\.loss_scale=100000 is out of range: above fp16's largest value "
                                           r"\(65504\) every step overflows and is skipped; use e\.g\. 1024$"):
@@ -244,7 +245,7 @@ class Exploding(pl.LightningModule):
         return loss
 
     def epoch_loss(self):
-        from rn50.recipe import EpochLoss
+        from rn50.recipe.accuracy_module import EpochLoss
 
         losses, self.losses = torch.stack(self.losses), []
         finite = losses.isfinite()
@@ -281,7 +282,7 @@ def test_140_steps_learn_one_batch_on_a_gpu(precision):
     (0.6 to 2; docs/benchmarks.md, issue 27), at 0.05 it falls under 0.01 by step 80."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from rn50.baseline import build_train_step
+    from rn50.tools.baseline import build_train_step
 
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = True
@@ -303,7 +304,7 @@ def test_time_to_accuracy_learns_a_learnable_set_under_every_precision(tmp_path,
     top-1 within a few epochs; model.num_classes follows the 10 class folders."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from rn50 import fake_imagenet
+    from rn50.tools import fake_imagenet
 
     tree = tmp_path / "learnable"
     fake_imagenet.make(tree, classes=10, train_per_class=256, val_per_class=20, learnable=True, progress=False)

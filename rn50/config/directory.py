@@ -9,7 +9,7 @@ def config_dir() -> str:
     pyproject.toml puts conf/ into the wheel as rn50/conf, so a plain `pip install` (an offline
     wheelhouse's included) has the configs too; `../conf` would point into site-packages.
     """
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # rn50/, above this config/ package
     for candidate in (package / "conf", package.parent / "conf"):
         if (candidate / "config.yaml").is_file():
             return str(candidate)

@@ -1,6 +1,6 @@
 """The schema's dotted keys, and the closest key or option to a typo.
 
-Keys come from the dataclasses in rn50/schema.py, so a new field is suggested
+Keys come from the dataclasses in rn50/config/schema.py, so a new field is suggested
 without a list to keep up. The keys under a dict-typed field (cluster.sbatch,
 mfu.peaks, profiler.metrics) are the user's own: nothing is suggested there.
 """
@@ -30,7 +30,7 @@ def _walk(cls, prefix: str, keys: Dict[str, type]) -> Dict[str, type]:
 @functools.lru_cache(maxsize=None)
 def base_keys() -> Dict[str, type]:
     """Every dotted key of Rn50Config, sections included ('data', 'data.batch_size'), with its type."""
-    from rn50.schema import Rn50Config
+    from rn50.config.schema import Rn50Config
 
     return _walk(Rn50Config, "", {})
 
@@ -42,7 +42,7 @@ def option_schemas() -> List[Tuple[str, str, type]]:
     from hydra.core.config_store import ConfigStore
     from omegaconf import OmegaConf
 
-    import rn50.schema  # noqa: F401  (registers them)
+    import rn50.config.schema  # noqa: F401  (registers them)
 
     store, found = ConfigStore.instance(), []
     for group in store.list("schema"):

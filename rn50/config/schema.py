@@ -15,7 +15,10 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
-from rn50 import clusters, pipelines, precision, profilers
+from rn50.options import clusters
+from rn50.options import pipelines
+from rn50.options import precision
+from rn50.options import profilers
 from rn50.errors import ConfigError
 
 # Every ResNet downsamples by 32; below that BatchNorm sees a single value per channel.
@@ -101,7 +104,7 @@ class ModelConfig:
     cuda_graphs: bool = False
     """Replay the compiled forward and backward as CUDA graphs (torch.compile's mode=reduce-overhead
     unless compile_mode is max-autotune). Needs model.compile=true and a GPU. A compiled run whose
-    compile_mode captures by itself is recorded with it true (rn50/compilation.py)."""
+    compile_mode captures by itself is recorded with it true (rn50/options/compilation.py)."""
     autotune_pointwise: bool = False
     """With model.compile: inductor benchmarks block sizes for each of its own pointwise and
     reduction kernels (batch norm, ReLU, residual adds) while compiling, and keeps the fastest
@@ -121,8 +124,8 @@ class PrecisionConfig:
     """The keys every precision has; an option with keys of its own types them in a subclass,
     which its YAML file names in its defaults list (conf/precision/amp_static.yaml)."""
 
-    _target_: str = "rn50.precision.Amp"
-    """The precision's class (rn50/precision.py): Hydra's instantiate builds it from these keys."""
+    _target_: str = "rn50.options.precision.Amp"
+    """The precision's class (rn50/options/precision.py): Hydra's instantiate builds it from these keys."""
     name: str = "amp"
     """The option's name, as MLflow and the report show it: fp32 (TF32 off), tf32, amp (fp16,
     dynamic loss scale), amp_static (fp16, fixed scale), bf16, or a precision of yours."""
@@ -200,14 +203,14 @@ class DaliConfig:
 
 @dataclass
 class DataConfig:
-    _target_: str = "rn50.pipelines.Synthetic"
-    """The pipeline's class (rn50/pipelines.py): Hydra's instantiate builds it from these keys."""
+    _target_: str = "rn50.options.pipelines.Synthetic"
+    """The pipeline's class (rn50/options/pipelines.py): Hydra's instantiate builds it from these keys."""
     name: str = "synthetic"
     """The option's name, as MLflow and the report show it: synthetic (one random batch kept on
     the device), imagefolder (torchvision DataLoader), dali (NVIDIA DALI), or a pipeline of yours."""
     batch_size: Any = 256
     """Images per device per step (the global batch is this times the world size), or auto:
-    each rank searches for the batch with the highest images/sec that fits (rn50/batch_search.py).
+    each rank searches for the batch with the highest images/sec that fits (rn50/rank/batch_search.py).
     Typed Any because OmegaConf has no Union; validate() accepts a positive integer or auto."""
     image_size: int = 224
     """Square input resolution in pixels."""
@@ -239,8 +242,8 @@ class ProfilerConfig:
     """The keys every profiler has; pytorch's and ncu's own keys are typed by their subclasses,
     which their YAML files name in their defaults lists."""
 
-    _target_: str = "rn50.profilers.NoProfiler"
-    """The profiler's class (rn50/profilers.py): Hydra's instantiate builds it from these keys."""
+    _target_: str = "rn50.options.profilers.NoProfiler"
+    """The profiler's class (rn50/options/profilers.py): Hydra's instantiate builds it from these keys."""
     name: str = "none"
     """none; simple: Lightning's SimpleProfiler; pytorch: torch.profiler; ncu: Nsight Compute; or a
     profiler of yours. pytorch and ncu profile extra steps after the measured windows."""
@@ -274,8 +277,8 @@ class ClusterConfig:
     """The keys every cluster has; slurm's and torchrun's own keys are typed by their subclasses,
     which their YAML files name in their defaults lists."""
 
-    _target_: str = "rn50.clusters.Local"
-    """The cluster's class (rn50/clusters.py): Hydra's instantiate builds it from these keys."""
+    _target_: str = "rn50.options.clusters.Local"
+    """The cluster's class (rn50/options/clusters.py): Hydra's instantiate builds it from these keys."""
     name: str = "local"
     """Where processes start. local: one process per device on this host; slurm: one SLURM job
     per run, a task per device; torchrun: the processes of a torchrun the user started on each node."""
@@ -317,7 +320,7 @@ class BenchConfig:
 class OptimConfig:
     name: OptimName = OptimName.sgd
     """sgd: SGD with momentum; lars: SGD with layer-wise adaptive rate scaling, for global
-    batches of several thousand images (rn50/optimizers.py)."""
+    batches of several thousand images (rn50/recipe/optimizers.py)."""
     lr: float = 0.1
     """Learning rate. train=accuracy: per 256 images of the global batch, scaled linearly
     (0.256 gives 1.024 at a global batch of 1024); train=throughput uses it as it is."""
@@ -336,7 +339,7 @@ class OptimConfig:
 class TrainConfig:
     name: TrainName = TrainName.throughput
     """throughput: the images/sec benchmark (bench.*); accuracy: train to train.target_top1,
-    evaluating on data.root/val every train.eval_every_epochs (rn50/training.py)."""
+    evaluating on data.root/val every train.eval_every_epochs (rn50/rank/training.py)."""
     epochs: int = 50
     """accuracy: epochs to train; the run goes on after the target is reached, as the recipe does."""
     target_top1: float = 0.759
@@ -403,7 +406,7 @@ class Rn50Config:
     device: Device = Device.auto
     """The settings' profile, set by the device option (conf/device/): gpu, the full default
     (ResNet-50, amp, batch 256, 20 + 100 steps) on any host; cpu, settings sized for a CPU
-    (conf/device/cpu.yaml); auto, gpu where the host has a GPU, else cpu (rn50/launch.py). Keys
+    (conf/device/cpu.yaml); auto, gpu where the host has a GPU, else cpu (rn50/launcher/launch.py). Keys
     given on the command line win over either profile."""
     seed: int = 0
     """Seed for weights and the synthetic batch."""
@@ -428,7 +431,7 @@ def typed(tree: Any) -> DictConfig:
     from hydra.core.plugins import Plugins
     from omegaconf import OmegaConf
 
-    from rn50 import keys
+    from rn50.config import keys
 
     # Hydra imports every module of the hydra_plugins namespace before it composes, which is where a
     # user's option registers its own schema (README: Adding a profiler); a rank must see it too.
@@ -488,7 +491,7 @@ def validate(cfg: DictConfig) -> DictConfig:
     if cfg.mfu.peak_tflops is not None:
         _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
     profilers.of(cfg).check(cfg)
-    from rn50.compilation import check_cuda_graphs  # imports this module
+    from rn50.options.compilation import check_cuda_graphs  # imports this module
 
     check_cuda_graphs(cfg)
     return cfg
@@ -537,7 +540,7 @@ def _has_training_stream(cfg: DictConfig) -> bool:
     on a device that has streams."""
     from omegaconf import OmegaConf
 
-    from rn50.pipelines import Pipeline
+    from rn50.options.pipelines import Pipeline
 
     target, device = OmegaConf.select(cfg, "data._target_"), OmegaConf.select(cfg, "dist.accelerator")
     pipeline = _pipeline_class(target) if target is not None else None
@@ -546,10 +549,10 @@ def _has_training_stream(cfg: DictConfig) -> bool:
 
 
 def reads_dali_keys(target: Optional[str], name: Optional[str] = None) -> bool:
-    """Whether a data pipeline reads data.dali: its class (data._target_) is rn50.pipelines.Dali or
+    """Whether a data pipeline reads data.dali: its class (data._target_) is rn50.options.pipelines.Dali or
     one of its subclasses. A class that does not import counts as one that does; runs logged
     before data._target_ existed go by data.name."""
-    from rn50.pipelines import Dali
+    from rn50.options.pipelines import Dali
 
     if target is None:
         return name == Dali.name
@@ -613,7 +616,7 @@ def run_name(cfg: DictConfig) -> str:
 
 def _check_dali(cfg: DictConfig) -> None:
     """data.dali's ranges, whatever the pipeline (as the profiler's keys are checked); its dtype
-    against the precision is data=dali's own check (rn50/pipelines.py)."""
+    against the precision is data=dali's own check (rn50/options/pipelines.py)."""
     dali = cfg.data.dali
     if dali.num_threads is not None:
         _positive(cfg, "data.dali.num_threads", "use 1 or more threads, or null for data.num_workers")

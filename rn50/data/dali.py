@@ -14,10 +14,10 @@ from typing import Optional
 
 import pytorch_lightning as pl
 
-from rn50.data import IMAGENET_MEAN, IMAGENET_STD, eval_resize, load_rgb
-from rn50.checks import MISSING_DALI
+from rn50.data.modules import IMAGENET_MEAN, IMAGENET_STD, eval_resize, load_rgb
+from rn50.options.checks import MISSING_DALI
 from rn50.errors import Rn50Error
-from rn50.schema import DaliConfig
+from rn50.config.schema import DaliConfig
 
 # DALI normalizes 0..255 pixels; torchvision's constants are for 0..1.
 MEAN = [255 * m for m in IMAGENET_MEAN]

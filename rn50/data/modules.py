@@ -1,4 +1,4 @@
-"""Input pipelines: synthetic (a batch kept on the device), imagefolder (torchvision), dali (rn50/dali.py)."""
+"""Input pipelines: synthetic (a batch kept on the device), imagefolder (torchvision), dali (rn50/data/dali.py)."""
 
 import functools
 import itertools
@@ -10,7 +10,7 @@ from PIL import Image, UnidentifiedImageError
 from torch.utils.data import DataLoader, DistributedSampler, Sampler, Subset
 from torchvision import datasets, transforms
 
-from rn50.accuracy import shard
+from rn50.recipe.accuracy import shard
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -122,7 +122,7 @@ class ImageFolderData(pl.LightningDataModule):
 
     def seed_epoch(self, epoch: int) -> None:
         """validate=True: the seed the epoch's DataLoader workers derive their augmentation from,
-        a function of (seed, epoch, rank) alone; rn50/training.py calls it as each epoch starts."""
+        a function of (seed, epoch, rank) alone; rn50/rank/training.py calls it as each epoch starts."""
         self.generator.manual_seed(self.seed * 1_000_003 + epoch * 1009 + self.trainer.global_rank)
 
     def val_dataloader(self):
@@ -141,9 +141,9 @@ class ImageFolderData(pl.LightningDataModule):
 
 
 def build(cfg, endless: bool = True) -> pl.LightningDataModule:
-    """The run's data module, from its pipeline's class (rn50/pipelines.py). endless (throughput
+    """The run's data module, from its pipeline's class (rn50/options/pipelines.py). endless (throughput
     runs): real data streams on across its epochs, so a data set smaller than the measured window
     never stalls at an epoch end."""
-    from rn50 import pipelines
+    from rn50.options import pipelines
 
     return pipelines.of(cfg).build(cfg, endless)

@@ -1,6 +1,6 @@
 """Where a run's processes come from, and the checks made before any of them starts.
 
-cluster=local: the ranks are processes on this host that rn50/pool.py keeps warm between
+cluster=local: the ranks are processes on this host that rn50/launcher/pool.py keeps warm between
 runs of one world size; Lightning sees them as started from outside, so its own DDP
 launcher (which re-runs a whole Hydra multirun in every rank) never runs.
 cluster=torchrun and cluster=slurm: torchrun or SLURM started this process as one rank
@@ -18,10 +18,19 @@ from typing import Callable, Iterator, Optional
 
 from omegaconf import DictConfig
 
-from rn50 import checks, clusters, console, keys, nvml, pipelines, pool, precision, profilers, schema
-from rn50.compilation import check_cuda_graphs
+from rn50 import console
+from rn50.options import checks
+from rn50.options import clusters
+from rn50.config import keys
+from rn50.measure import nvml
+from rn50.options import pipelines
+from rn50.launcher import pool
+from rn50.options import precision
+from rn50.options import profilers
+from rn50.config import schema
+from rn50.options.compilation import check_cuda_graphs
 from rn50.errors import ConfigError, Requeued, RunFailed
-from rn50.schema import Accelerator, Device, dist_name
+from rn50.config.schema import Accelerator, Device, dist_name
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +169,9 @@ def run_rank_here(cfg: DictConfig, out: Path) -> Optional[list]:
     result. Failures become RunFailed, whose line names the log and the rank and node a failed
     collective lost; a job the scheduler requeued while it ran raises Requeued instead, whatever
     broke as it was stopped (it starts again and resumes)."""
-    from rn50 import peers, resume
-    from rn50.rank import failure, leave_process_group, run_rank  # torch and Lightning: only a rank pays for them
+    from rn50.rank import peers
+    from rn50.results import resume
+    from rn50.rank.run import failure, leave_process_group, run_rank  # torch and Lightning: only a rank pays for them
 
     cluster = clusters.of(cfg)
     rank = int(os.environ.get((cluster.rank_env or ("RANK",))[0], 0))

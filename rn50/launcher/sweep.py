@@ -15,7 +15,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rn50 import STARTED, clusters, meter, pool, profilers, report, tracking
+from rn50 import STARTED
+from rn50.options import clusters
+from rn50.measure import meter
+from rn50.launcher import pool
+from rn50.options import profilers
+from rn50.results import report
+from rn50.tracking import store as tracking
 from rn50.errors import ConfigError, Rn50Error, reported
 
 PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
@@ -26,7 +32,7 @@ log = logging.getLogger("rn50")
 def start_first_ranks(config: DictConfig) -> None:
     """When every point has one process count, start its ranks now, while the sweep's MLflow
     run is opened; the first point then finds them warm."""
-    from rn50.launch import resolve_accelerator
+    from rn50.launcher.launch import resolve_accelerator
 
     swept = {o.split("=")[0].lstrip("+~") for o in config.hydra.overrides.task if "," in o}
     if clusters.of(config).rank_env is not None or profilers.of(config).starts_ranks or \

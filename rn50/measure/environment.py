@@ -7,7 +7,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Dict, Optional
 
-from rn50 import nvml
+from rn50.measure import nvml
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONNECTIONS_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"

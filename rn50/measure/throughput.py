@@ -1,5 +1,5 @@
 """The Lightning callback that times the measured windows, samples the GPU during them, and keeps
-what proves the run trained: each step's loss and the steps its loss scaler skipped (rn50/trained.py)."""
+what proves the run trained: each step's loss and the steps its loss scaler skipped (rn50/measure/trained.py)."""
 
 import os
 import socket
@@ -9,9 +9,10 @@ from typing import List, Optional
 import pytorch_lightning as pl
 import torch
 
-from rn50 import nvml, scalers
-from rn50.results import RankResult, usable_cores
-from rn50.timing import DeviceClock, WindowTimer
+from rn50.measure import nvml
+from rn50.recipe import scalers
+from rn50.results.summary import RankResult, usable_cores
+from rn50.measure.timing import DeviceClock, WindowTimer
 
 
 class ThroughputCallback(pl.Callback):

@@ -5,7 +5,7 @@ A class says how a run's processes start:
 
 - check(cfg): compose-time checks of its keys (ConfigError, one line naming the key);
 - rank_env: the variables of this process's rank and the world size its starter sets, or None
-  where rn50 starts the ranks itself (rn50/pool.py);
+  where rn50 starts the ranks itself (rn50/launcher/pool.py);
 - in_task(): whether this process is a task the cluster's scheduler started, whose failure must
   end it visibly (SLURM);
 - requeued(): whether the scheduler has requeued this task's job while it ran, so that whatever
@@ -28,13 +28,13 @@ from typing import List, Optional, Tuple
 
 from omegaconf import DictConfig
 
-from rn50 import components
+from rn50.options import components
 from rn50.errors import ConfigError
 
 
 def of(cfg: DictConfig) -> "Cluster":
     """The run's cluster object, built from cfg.cluster's `_target_`."""
-    return components.of(cfg, "cluster", "rn50.clusters.Slurm", "cluster")
+    return components.of(cfg, "cluster", "rn50.options.clusters.Slurm", "cluster")
 
 
 class Cluster(components.Component):
@@ -58,7 +58,7 @@ class Cluster(components.Component):
         return None
 
     def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
-        from rn50.schema import dist_name
+        from rn50.config.schema import dist_name
 
         return (f"dist={dist_name(cfg)}: {cfg.dist.gpus_per_node} {cfg.dist.accelerator.value} process(es) on "
                 "this host, kept warm between runs of a sweep")
@@ -68,7 +68,7 @@ class Cluster(components.Component):
         whenever a SLURM allocation surrounds a local run."""
         from pytorch_lightning.plugins.environments import LightningEnvironment
 
-        from rn50.pool import POOL_ENV
+        from rn50.launcher.pool import POOL_ENV
 
         return [LightningEnvironment()] if POOL_ENV in os.environ else []
 
@@ -81,7 +81,7 @@ class Cluster(components.Component):
 
 
 class Local(Cluster):
-    """One process per device on this host, started and kept warm by rn50 (rn50/pool.py)."""
+    """One process per device on this host, started and kept warm by rn50 (rn50/launcher/pool.py)."""
 
     name = "local"
 
@@ -101,7 +101,7 @@ class Torchrun(Cluster):
 
     def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
         """Each node's torchrun command."""
-        from rn50.schema import dist_name
+        from rn50.config.schema import dist_name
 
         name, nodes, per_node = dist_name(cfg), cfg.dist.nodes, cfg.dist.gpus_per_node
         args = [o for o in overrides if not o.startswith(("dry_run=", "cluster="))]
@@ -123,14 +123,14 @@ class Torchrun(Cluster):
 
 class Slurm(Cluster):
     """One SLURM job per run, a task per device. Run from a login node, `python -m rn50 cluster=slurm`
-    submits the job itself (rn50/slurm_jobs.py; a --multirun's jobs: hydra_plugins/rn50_slurm); run by
+    submits the job itself (rn50/slurm/jobs.py; a --multirun's jobs: hydra_plugins/rn50_slurm); run by
     srun, as each of the job's tasks is, it is one rank."""
 
     name, rank_env = "slurm", ("SLURM_PROCID", "SLURM_NTASKS")
     starter, start_hint = "SLURM", "submit with `python -m rn50 cluster=slurm` from a host with sbatch"
 
     def check(self, cfg: DictConfig) -> None:
-        from rn50.schema import _positive
+        from rn50.config.schema import _positive
 
         _positive(cfg, "cluster.timeout_min", "use a time limit of 1 minute or more")
         if cfg.cluster.cpus_per_task is not None:
@@ -146,7 +146,7 @@ class Slurm(Cluster):
     def requeued(self) -> bool:
         """`scontrol requeue` or a preemption stops a job with SIGTERM, as scancel does, but counts
         a restart first: the job's count has gone past the one this start was given."""
-        from rn50.slurm_jobs import restarts
+        from rn50.slurm.jobs import restarts
 
         if not self.in_task():
             return False
@@ -157,7 +157,7 @@ class Slurm(Cluster):
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
-        from rn50 import slurm_jobs
+        from rn50.slurm import jobs as slurm_jobs
 
         if self.in_task():
             return None
@@ -167,7 +167,7 @@ class Slurm(Cluster):
         return slurm_jobs.submit_run(cfg, out, config_hash, argv)
 
     def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
-        from rn50 import slurm
+        from rn50.slurm import sbatch as slurm
 
         return f"sbatch {slurm.describe(slurm.resources(cfg, slurm.launcher_params()))}"
 
@@ -175,7 +175,7 @@ class Slurm(Cluster):
         """A benchmark is not resumed; a train=accuracy run is requeued on REQUEUE_SIGNAL and resumes."""
         from pytorch_lightning.plugins.environments import SLURMEnvironment
 
-        from rn50.rank import REQUEUE_SIGNAL
+        from rn50.rank.run import REQUEUE_SIGNAL
 
         return [SLURMEnvironment(auto_requeue=requeue, requeue_signal=REQUEUE_SIGNAL)]
 

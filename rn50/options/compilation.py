@@ -12,7 +12,7 @@ from typing import Optional
 from omegaconf import DictConfig
 
 from rn50.errors import ConfigError
-from rn50.schema import Accelerator, CompileMode
+from rn50.config.schema import Accelerator, CompileMode
 
 # The compile modes whose compiled graphs inductor replays as CUDA graphs.
 CAPTURING_MODES = ("reduce-overhead", "max-autotune")
@@ -30,7 +30,7 @@ def compile_mode(model_cfg) -> Optional[str]:
 
 def configure_inductor(autotune_pointwise: bool, autotune_coordinate_descent: bool) -> None:
     """Inductor's process-wide settings for the next compile. Set either way, since a warm rank
-    (rn50/pool.py) compiles the next sweep point in the same process."""
+    (rn50/launcher/pool.py) compiles the next sweep point in the same process."""
     import torch._inductor.config as inductor
 
     inductor.max_autotune_pointwise = bool(autotune_pointwise)

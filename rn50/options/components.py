@@ -1,6 +1,6 @@
 """Options as components: a config group's option names its class with `_target_`, and Hydra's
-instantiate builds it from the option's keys. Data pipelines (rn50/pipelines.py) and precisions
-(rn50/precision.py) are built here; nothing in rn50 lists their classes."""
+instantiate builds it from the option's keys. Data pipelines (rn50/options/pipelines.py) and precisions
+(rn50/options/precision.py) are built here; nothing in rn50 lists their classes."""
 
 from typing import Any, Optional
 

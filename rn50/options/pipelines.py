@@ -17,13 +17,13 @@ from typing import ContextManager
 
 from omegaconf import DictConfig
 
-from rn50 import components
+from rn50.options import components
 from rn50.errors import ConfigError
 
 
 def of(cfg: DictConfig) -> "Pipeline":
     """The run's data pipeline object, built from cfg.data's `_target_`."""
-    return components.of(cfg, "data", "rn50.pipelines.Dali", "pipeline")
+    return components.of(cfg, "data", "rn50.options.pipelines.Dali", "pipeline")
 
 
 class Pipeline(components.Component):
@@ -57,7 +57,7 @@ class Synthetic(Pipeline):
     name, labelled, unlabelled_why, fixed_batch = "synthetic", False, "is random", True
 
     def build(self, cfg: DictConfig, endless: bool):
-        from rn50.data import SyntheticData
+        from rn50.data.modules import SyntheticData
 
         d = cfg.data
         return SyntheticData(d.batch_size, d.image_size, cfg.model.num_classes, cfg.model.channels_last, cfg.seed)
@@ -67,12 +67,12 @@ class FileReader(Pipeline):
     """A pipeline that reads data.root's ImageFolder tree (train/<class>/*, and val/ to evaluate)."""
 
     def classes(self, cfg: DictConfig) -> int:
-        from rn50 import checks
+        from rn50.options import checks
 
         return len(checks.class_folders(cfg.data.root))
 
     def check(self, cfg: DictConfig) -> None:
-        from rn50.schema import _positive
+        from rn50.config.schema import _positive
 
         _positive(cfg, "data.num_workers", "use 1 or more workers", 1)
         if not cfg.data.root:
@@ -80,8 +80,9 @@ class FileReader(Pipeline):
                               "(with train/<class>/*.JPEG; python -m rn50.fake_imagenet makes one)")
 
     def preflight(self, cfg: DictConfig, world: int) -> None:
-        from rn50 import batch_search, checks
-        from rn50.schema import TrainName
+        from rn50.rank import batch_search
+        from rn50.options import checks
+        from rn50.config.schema import TrainName
 
         batch = 1 if batch_search.is_auto(cfg) else cfg.data.batch_size  # auto: at least one image per rank
         checks.count_train_images(cfg.data.root, batch * world)
@@ -95,8 +96,8 @@ class ImageFolder(FileReader):
     name = "imagefolder"
 
     def build(self, cfg: DictConfig, endless: bool):
-        from rn50.data import ImageFolderData
-        from rn50.schema import TrainName
+        from rn50.data.modules import ImageFolderData
+        from rn50.config.schema import TrainName
 
         d = cfg.data
         return ImageFolderData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, cfg.seed,
@@ -109,8 +110,8 @@ class Dali(FileReader):
     name = "dali"
 
     def check(self, cfg: DictConfig) -> None:
-        from rn50 import precision
-        from rn50.schema import DaliDtype
+        from rn50.options import precision
+        from rn50.config.schema import DaliDtype
 
         super().check(cfg)
         if cfg.data.dali.output_dtype == DaliDtype.float16 and precision.of(cfg).autocast is None:
@@ -121,16 +122,16 @@ class Dali(FileReader):
     def preflight(self, cfg: DictConfig, world: int) -> None:
         import importlib.util
 
-        from rn50 import checks
+        from rn50.options import checks
 
         if importlib.util.find_spec("nvidia.dali") is None:
             raise ConfigError(checks.MISSING_DALI)
         super().preflight(cfg, world)
 
     def build(self, cfg: DictConfig, endless: bool):
-        from rn50 import precision
-        from rn50.dali import DaliData
-        from rn50.schema import DaliDtype, TrainName
+        from rn50.options import precision
+        from rn50.data.dali import DaliData
+        from rn50.config.schema import DaliDtype, TrainName
 
         d = cfg.data
         fp16 = d.dali.output_dtype == DaliDtype.float16 or (
@@ -143,7 +144,7 @@ class Dali(FileReader):
         """data.dali.training_stream=own on a GPU: a stream of the rank's own on the current device,
         apart from torch's default stream, CUDA's legacy one, beside which DALI's pipeline ran
         slower (docs/benchmarks.md, issue 14)."""
-        from rn50.schema import Accelerator, DaliTrainingStream
+        from rn50.config.schema import Accelerator, DaliTrainingStream
 
         if cfg.data.dali.training_stream != DaliTrainingStream.own or cfg.dist.accelerator != Accelerator.gpu:
             return super().training_stream(cfg)

@@ -5,7 +5,7 @@ schema where it has keys of its own, as amp_static's loss_scale). A class says:
 - check(cfg): compose-time checks of its keys (ConfigError, one line naming the key);
 - plugin(device_type): the Lightning precision plugin of each rank;
 - autocast: the autocast dtype's name, or None; scaler(device_type): its loss scaler, or None
-  (rn50/scalers.py: one that keeps each step's found_inf, which proves what it skipped);
+  (rn50/recipe/scalers.py: one that keeps each step's found_inf, which proves what it skipped);
 - tf32: whether cuBLAS and cuDNN may use TF32; peak: the column of conf/mfu/peaks.yaml that MFU
   divides by.
 
@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
-from rn50 import components
+from rn50.options import components
 from rn50.errors import ConfigError
 
 
@@ -27,7 +27,7 @@ FP16_MAX = 65504.0
 
 def of(cfg: DictConfig) -> "Precision":
     """The run's precision object, built from cfg.precision's `_target_`."""
-    return components.of(cfg, "precision", "rn50.precision.Amp", "precision")
+    return components.of(cfg, "precision", "rn50.options.precision.Amp", "precision")
 
 
 def set_math_mode(tf32: bool) -> None:
@@ -72,7 +72,7 @@ class Amp(Precision):
     name, autocast, peak = "amp", "float16", "fp16"
 
     def scaler(self, device_type: str):
-        from rn50.scalers import GradScaler
+        from rn50.recipe.scalers import GradScaler
 
         return GradScaler(device_type)
 
@@ -91,7 +91,7 @@ class AmpStatic(Amp):
         self.loss_scale = loss_scale
 
     def check(self, cfg: DictConfig) -> None:
-        from rn50.schema import _positive
+        from rn50.config.schema import _positive
 
         _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
         if cfg.precision.loss_scale > FP16_MAX:  # every scaled fp16 gradient would overflow: no step is taken
@@ -99,7 +99,7 @@ class AmpStatic(Amp):
                               f"value ({FP16_MAX:g}) every step overflows and is skipped; use e.g. 1024")
 
     def scaler(self, device_type: str):
-        from rn50.scalers import StaticGradScaler
+        from rn50.recipe.scalers import StaticGradScaler
 
         return StaticGradScaler(device_type, init_scale=self.loss_scale)
 

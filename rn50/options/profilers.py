@@ -19,12 +19,12 @@ from typing import Callable, List, Optional
 
 from omegaconf import DictConfig
 
-from rn50 import components
+from rn50.options import components
 
 
 def of(cfg: DictConfig) -> "Profiler":
     """The run's profiler object, built from cfg.profiler's `_target_`."""
-    return components.of(cfg, "profiler", "rn50.profilers.PyTorch", "profiler")
+    return components.of(cfg, "profiler", "rn50.options.profilers.PyTorch", "profiler")
 
 
 class Profiler(components.Component):
@@ -66,12 +66,12 @@ class Simple(Profiler):
 
 
 class PyTorch(Profiler):
-    """torch.profiler over wait+warmup+active steps (rn50/profile.py)."""
+    """torch.profiler over wait+warmup+active steps (rn50/profiling/torch_profile.py)."""
 
     name = "pytorch"
 
     def check(self, cfg: DictConfig) -> None:
-        from rn50.schema import _positive
+        from rn50.config.schema import _positive
 
         _positive(cfg, "profiler.wait", "use 0 or more steps", 0)
         _positive(cfg, "profiler.warmup", "use 0 or more steps", 0)
@@ -82,23 +82,23 @@ class PyTorch(Profiler):
         return p.wait + p.warmup + p.active
 
     def callbacks(self, cfg: DictConfig, first_step: int, device_type: str, out: Path) -> List:
-        from rn50.profile import TorchProfile
+        from rn50.profiling.torch_profile import TorchProfile
 
         return [TorchProfile(cfg.profiler, first_step, device_type, out)]
 
 
 class Ncu(Profiler):
-    """Nsight Compute over `steps` steps, its one rank started under ncu (rn50/ncu.py)."""
+    """Nsight Compute over `steps` steps, its one rank started under ncu (rn50/profiling/ncu.py)."""
 
     name, starts_ranks = "ncu", True
 
     def check(self, cfg: DictConfig) -> None:
-        from rn50.schema import _positive
+        from rn50.config.schema import _positive
 
         _positive(cfg, "profiler.steps", "use 1 or more profiled steps")
 
     def preflight(self, cfg: DictConfig) -> None:
-        from rn50 import ncu
+        from rn50.profiling import ncu
 
         ncu.preflight(cfg)
 
@@ -106,11 +106,11 @@ class Ncu(Profiler):
         return cfg.profiler.steps
 
     def callbacks(self, cfg: DictConfig, first_step: int, device_type: str, out: Path) -> List:
-        from rn50.ncu_range import NcuRange
+        from rn50.profiling.ncu_range import NcuRange
 
         return [NcuRange(first_step, cfg.profiler.steps)]
 
     def launcher(self, cfg: DictConfig, config_yaml: str, out: Path) -> Optional[Callable[[], list]]:
-        from rn50 import ncu
+        from rn50.profiling import ncu
 
         return lambda: ncu.run(cfg, config_yaml, out)

@@ -1,6 +1,6 @@
 """profiler=ncu: Nsight Compute over a few steps after the measured windows.
 
-The one rank runs under `ncu --profile-from-start off`; NcuRange (rn50/ncu_range.py) calls cudaProfilerStart
+The one rank runs under `ncu --profile-from-start off`; NcuRange (rn50/profiling/ncu_range.py) calls cudaProfilerStart
 and cudaProfilerStop around the profiled steps, so only their kernels are replayed and
 measured. After the process exits, the launching process exports the report's raw page
 as CSV and averages each pipe-utilization metric over the kernels, weighted by each
@@ -18,8 +18,9 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from omegaconf import DictConfig
 
 from rn50.errors import ConfigError, RunFailed
-from rn50 import clusters, pool
-from rn50.schema import Accelerator, dist_name
+from rn50.options import clusters
+from rn50.launcher import pool
+from rn50.config.schema import Accelerator, dist_name
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""profiler=ncu's range: the steps whose kernels Nsight Compute profiles (rn50/ncu.py)."""
+"""profiler=ncu's range: the steps whose kernels Nsight Compute profiles (rn50/profiling/ncu.py)."""
 
 import pytorch_lightning as pl
 import torch

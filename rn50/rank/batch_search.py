@@ -8,7 +8,7 @@ probed neighbours (the next smaller one, and the next larger one, which was slow
 fit) until the budget is spent or no new batch lies between. Batches are multiples of `multiple`
 (8 on GPUs) where they can be. The answer is the fastest batch probed.
 
-`make_probe` builds rn50's step (rn50/baseline.py's build_train_step: the same network,
+`make_probe` builds rn50's step (rn50/tools/baseline.py's build_train_step: the same network,
 precision, channels_last and fused SGD) on the rank's device and times a few steps of a
 synthetic batch with the window method: synchronized only at the window's edges.
 
@@ -25,11 +25,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Union
 
-from rn50 import clusters
+from rn50.options import clusters
 from rn50.console import terminal
 from rn50.errors import Rn50Error, failure_kind
-from rn50.meter import Meter
-from rn50.schema import AUTO_BATCH
+from rn50.measure.meter import Meter
+from rn50.config.schema import AUTO_BATCH
 
 log = logging.getLogger("rn50")
 
@@ -180,9 +180,10 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
     """
     import torch
 
-    from rn50 import optimizers, precision
-    from rn50.baseline import build_train_step
-    from rn50.compilation import CAPTURING_MODES, compile_mode, configure_inductor
+    from rn50.recipe import optimizers
+    from rn50.options import precision
+    from rn50.tools.baseline import build_train_step
+    from rn50.options.compilation import CAPTURING_MODES, compile_mode, configure_inductor
 
     mode = compile_mode(cfg.model)
     configure_inductor(cfg.model.autotune_pointwise, cfg.model.autotune_coordinate_descent)
@@ -292,7 +293,7 @@ def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None) -
 
 
 def local_device(device_type: str):
-    """The device this rank trains on, which rn50/rank.py made current as Lightning will pick it."""
+    """The device this rank trains on, which rn50/rank/run.py made current as Lightning will pick it."""
     import torch
 
     if device_type != "cuda":

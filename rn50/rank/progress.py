@@ -1,5 +1,5 @@
 """Progress of a run and of a sweep: rank 0's bar or lines through warm-up and measured
-steps (rn50/meter.py draws them), and one line per finished sweep point."""
+steps (rn50/measure/meter.py draws them), and one line per finished sweep point."""
 
 import time
 from typing import Callable, Optional, TextIO
@@ -7,7 +7,7 @@ from typing import Callable, Optional, TextIO
 import pytorch_lightning as pl
 
 from rn50.console import terminal
-from rn50.meter import INTERVAL_S, Meter, _duration, _is_tty, rate_text
+from rn50.measure.meter import INTERVAL_S, Meter, _duration, _is_tty, rate_text
 
 
 class Progress(pl.Callback):
@@ -22,7 +22,7 @@ class Progress(pl.Callback):
     Benchmark callback's, timed between synchronized window edges. Put this callback
     after Benchmark, whose edge sync then happens before this reads the clock.
 
-    Each phase's line has a heartbeat (rn50/meter.py): a step that takes minutes, as a first
+    Each phase's line has a heartbeat (rn50/measure/meter.py): a step that takes minutes, as a first
     step does while cuDNN autotunes or torch.compile compiles, or any step on a slow CPU, still
     shows the time going by. heartbeat=False is for tests that drive a fake clock.
     """
@@ -97,7 +97,7 @@ class EpochProgress(pl.Callback):
     steps with its running loss and the last top-1; elsewhere one line per finished epoch, and
     within an epoch that runs longer, a line at least every 10 s (the meter's heartbeat).
 
-    `record` is the run's EpochRecord (rn50/training.py), which closes an epoch before this
+    `record` is the run's EpochRecord (rn50/rank/training.py), which closes an epoch before this
     callback's on_train_epoch_end. The running loss is read only when a step's end writes the line."""
 
     def __init__(self, epochs: int, record, stream: Optional[TextIO] = None, tty: Optional[bool] = None,

@@ -1,9 +1,9 @@
 """One rank of a run: build the model and data, fit, measure; rank 0 gathers every rank's result.
 
-cluster=local: the launcher (rn50/pool.py) keeps these processes warm, `python -m rn50.rank
+cluster=local: the launcher (rn50/launcher/pool.py) keeps these processes warm, `python -m rn50.rank
 --serve`, and sends them one run after another. Under torchrun and SLURM, `python -m rn50`
 is a rank itself and calls `run_rank`. Either way a rank never touches MLflow: rank 0
-returns the RankResults, and whoever owns the run records them (rn50/results.py).
+returns the RankResults, and whoever owns the run records them (rn50/results/summary.py).
 """
 
 import argparse
@@ -21,16 +21,25 @@ from typing import List, Optional
 import pytorch_lightning as pl
 import torch
 
-from rn50 import (batch_search, clusters, console, data, environment, mfu, optimizers, peers, pipelines, precision,
-                  profilers)
+from rn50 import console
+from rn50.rank import batch_search
+from rn50.options import clusters
+from rn50.data import modules as data
+from rn50.measure import environment
+from rn50.measure import mfu
+from rn50.recipe import optimizers
+from rn50.rank import peers
+from rn50.options import pipelines
+from rn50.options import precision
+from rn50.options import profilers
 from rn50.errors import failure_kind, error_line
-from rn50.model import ResNetModule
-from rn50.nvtx import NvtxRanges
-from rn50.pool import POOL_ENV, rank_log
-from rn50.progress import Progress
-from rn50.results import RankResult
-from rn50.schema import Accelerator, TrainName, profiled_steps, typed
-from rn50.throughput import ThroughputCallback
+from rn50.recipe.model import ResNetModule
+from rn50.profiling.nvtx import NvtxRanges
+from rn50.launcher.pool import POOL_ENV, rank_log
+from rn50.rank.progress import Progress
+from rn50.results.summary import RankResult
+from rn50.config.schema import Accelerator, TrainName, profiled_steps, typed
+from rn50.measure.throughput import ThroughputCallback
 
 environment.set_cuda_connections()  # before this rank makes its CUDA context
 
@@ -85,7 +94,7 @@ REQUEUE_SIGNAL = signal.SIGUSR1
 
 
 def cluster_environment(cfg, requeue: bool = False) -> list:
-    """Say who started the ranks (rn50/clusters.py). requeue: a train=accuracy run, which SLURM
+    """Say who started the ranks (rn50/options/clusters.py). requeue: a train=accuracy run, which SLURM
     requeues on REQUEUE_SIGNAL and which resumes from its checkpoint."""
     return clusters.of(cfg).environment(requeue)
 
@@ -127,7 +136,7 @@ def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     # weights on, so no work crosses streams unordered.
     with pipelines.of(cfg).training_stream(cfg):
         if cfg.train.name == TrainName.accuracy:
-            from rn50 import training
+            from rn50.rank import training
 
             return training.run_rank(cfg, out)
         return measure_rank(cfg, out)

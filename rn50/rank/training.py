@@ -1,8 +1,8 @@
-"""train=accuracy on one rank: fit the recipe (rn50/recipe.py) for train.epochs, evaluating on
+"""train=accuracy on one rank: fit the recipe (rn50/recipe/accuracy_module.py) for train.epochs, evaluating on
 data.root/val, with a checkpoint after every epoch; rank 0 returns the run's per-epoch record.
 
 Like a throughput run, a rank never touches MLflow: rank 0's RankResult carries the epochs as
-series and the launcher logs them (rn50/results.py, rn50/tracking.py).
+series and the launcher logs them (rn50/results/summary.py, rn50/tracking/store.py).
 """
 
 import json
@@ -16,12 +16,17 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from rn50 import data, environment, optimizers, precision, resume, scalers
+from rn50.data import modules as data
+from rn50.measure import environment
+from rn50.recipe import optimizers
+from rn50.options import precision
+from rn50.results import resume
+from rn50.recipe import scalers
 from rn50.errors import Requeued
-from rn50.progress import EpochProgress
-from rn50.recipe import AccuracyModule
-from rn50.results import RankResult
-from rn50.schema import Accelerator
+from rn50.rank.progress import EpochProgress
+from rn50.recipe.accuracy_module import AccuracyModule
+from rn50.results.summary import RankResult
+from rn50.config.schema import Accelerator
 
 EPOCHS_FILE = "epochs.jsonl"  # one line per finished epoch, as the launcher logs them
 
@@ -183,7 +188,7 @@ def checkpoint_to_load(cfg, out: Path) -> Optional[str]:
 
 def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     """This rank's part of an accuracy run; rank 0 returns [its RankResult], the others None."""
-    from rn50.rank import skip_sigterm_broadcast, trainer_args  # shared with throughput runs
+    from rn50.rank.run import skip_sigterm_broadcast, trainer_args  # shared with throughput runs
 
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
     precision.set_math_mode(precision.of(cfg).tf32)

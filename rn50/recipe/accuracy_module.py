@@ -6,8 +6,10 @@ from typing import Dict, NamedTuple, Optional
 import torch
 from torch import nn
 
-from rn50 import accuracy, optimizers, schedule
-from rn50.model import ResNetModule
+from rn50.recipe import accuracy
+from rn50.recipe import optimizers
+from rn50.recipe import schedule
+from rn50.recipe.model import ResNetModule
 
 
 class EpochLoss(NamedTuple):

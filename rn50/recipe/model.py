@@ -5,8 +5,8 @@ import torch
 import torchvision
 from torch import nn
 
-from rn50 import optimizers
-from rn50.compilation import compile_mode, configure_inductor
+from rn50.recipe import optimizers
+from rn50.options.compilation import compile_mode, configure_inductor
 
 
 def build_network(arch: str, num_classes: int, channels_last: bool) -> nn.Module:

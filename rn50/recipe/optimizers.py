@@ -16,7 +16,7 @@ from typing import Dict, Iterable, List
 import torch
 from torch import nn
 
-from rn50.schema import OptimName
+from rn50.config.schema import OptimName
 
 
 def fused_default(optim, device_type: str) -> bool:

@@ -1,4 +1,4 @@
-"""The loss scalers of fp16 precisions, shared by rn50's runs and the bare loop (rn50/baseline.py).
+"""The loss scalers of fp16 precisions, shared by rn50's runs and the bare loop (rn50/tools/baseline.py).
 
 Both are torch's GradScaler, which also keeps each step's found_inf (1 where the step's
 gradients overflowed and the optimizer skipped it, else 0) as the device tensor it already is:

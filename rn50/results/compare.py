@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from rn50 import report, tracking
+from rn50.results import report
+from rn50.tracking import store as tracking
 from rn50.errors import Rn50Error, reported
 
 PROG = "rn50.compare"
@@ -42,7 +43,7 @@ class Point:
     high: float
     runs: int
     trained: str = "not recorded"
-    """The proof that its runs trained (rn50/trained.py): the loss across the window and the steps
+    """The proof that its runs trained (rn50/measure/trained.py): the loss across the window and the steps
     skipped in it, of the run that learned least; runs from before rn50 recorded it say so."""
 
     def cell(self) -> str:
@@ -54,7 +55,7 @@ class Point:
 def setup_key(run, keys: frozenset) -> str:
     """The run's setup: its params of `keys`; an option's own key (precision.loss_scale) counts
     even where absent, since only the runs of that option have it."""
-    from rn50.schema import MOVED_KEYS
+    from rn50.config.schema import MOVED_KEYS
 
     p = run.data.params
     # Runs from before a key moved into an option's schema logged the others' value (None).
@@ -63,8 +64,8 @@ def setup_key(run, keys: frozenset) -> str:
 
 
 def option_keys() -> frozenset:
-    """Keys that only some options of a group have (rn50/schema.py's option schemas)."""
-    from rn50 import keys
+    """Keys that only some options of a group have (rn50/config/schema.py's option schemas)."""
+    from rn50.config import keys
 
     return frozenset(k for k in keys.schema_keys() if k not in keys.base_keys())
 

@@ -18,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from rn50 import tracking
+from rn50.tracking import store as tracking
 from rn50.errors import Rn50Error, reported
 
 ROLE_TAG = tracking.ROLE_TAG
@@ -35,7 +35,7 @@ COLUMNS = [
     ("speedup", "speedup"), ("scaling_efficiency_pct", "scaling eff. %"),
     ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"), ("mfu_pct", "MFU %"),
     ("images_per_joule", "images/J"), ("joules_per_image", "J/image"),
-    # The proof that the run trained (rn50/trained.py): a figure counts only if it did.
+    # The proof that the run trained (rn50/measure/trained.py): a figure counts only if it did.
     ("loss_first", "loss first"), ("loss_last", "loss last"), ("skipped_in_window", "skipped in window"),
     ("startup_s", "startup s"), ("wall_s", "wall s"), ("status", "status"),
 ]
@@ -50,7 +50,7 @@ DEVICE_NAMES = {"cuda": ("GPU", "GPUs"), "cpu": ("process", "CPU processes")}
 def setup(params: Dict[str, str], leave_out=NOT_SETUP) -> str:
     """The config that makes a figure, as one string: every param but those under `leave_out`, and
     data.dali's where the pipeline ignores them (experiment=fastest sets some)."""
-    from rn50.schema import reads_dali_keys
+    from rn50.config.schema import reads_dali_keys
 
     if not reads_dali_keys(params.get("data._target_"), params.get("data.name")):
         leave_out = (*leave_out, "data.dali.")

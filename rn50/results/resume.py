@@ -15,7 +15,7 @@ from typing import Dict, Optional
 from omegaconf import DictConfig
 
 from rn50.errors import ConfigError
-from rn50.schema import TrainName
+from rn50.config.schema import TrainName
 
 RUN_FILE = "run.json"
 CHECKPOINT_DIR = "checkpoints"

@@ -13,8 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from rn50 import mfu, nvml, precision, timing, trained
-from rn50.schema import TrainName, dist_name
+from rn50.measure import mfu
+from rn50.measure import nvml
+from rn50.options import precision
+from rn50.measure import timing
+from rn50.measure import trained
+from rn50.config.schema import TrainName, dist_name
 
 
 @dataclass
@@ -54,7 +58,7 @@ class RankResult:
     series: Dict[str, List[tuple]] = field(default_factory=dict)
     """Rank 0 of train=accuracy: each per-epoch metric as (epoch, value) pairs."""
     losses: List[float] = field(default_factory=list)
-    """This rank's training loss at every step, warm-up and profiled steps included (rn50/trained.py)."""
+    """This rank's training loss at every step, warm-up and profiled steps included (rn50/measure/trained.py)."""
     skipped: Optional[List[float]] = field(default_factory=list)
     """1.0 for each step the loss scaler skipped, else 0.0; empty without a scaler, None from a
     scaler that does not keep them."""
@@ -76,7 +80,7 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> Ru
     """Metrics, tags, series and the numbers behind them; started_at is when the run (or the
     sweep point) began, so startup and wall time are measured from the command's side.
 
-    A figure counts only if its run trained (rn50/trained.py): every run carries the proof, and a
+    A figure counts only if its run trained (rn50/measure/trained.py): every run carries the proof, and a
     run whose loss stopped being finite carries no images/sec, MFU or energy figure at all."""
     zero = ranks[0]
     world, batch = len(ranks), zero.batch_size
@@ -176,7 +180,7 @@ def finite_or_none(metrics: Dict[str, Any]) -> Dict[str, Any]:
 
 def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: str, cfg) -> List[str]:
     """step_times.csv, ranks.csv, gpu_telemetry.csv and summary.json in `out`; their paths.
-    train=accuracy: summary.json and epochs.jsonl (rn50/training.py writes it)."""
+    train=accuracy: summary.json and epochs.jsonl (rn50/rank/training.py writes it)."""
     if cfg.train.name == TrainName.accuracy:
         summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name,
                    "batch_size": ranks[0].batch_size, **finite_or_none(record.metrics), "target_reached": record.tags["target_reached"]}

@@ -18,9 +18,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import slurm, tracking
+from rn50.slurm import sbatch as slurm
+from rn50.tracking import store as tracking
 from rn50.errors import RunFailed
-from rn50.schema import dist_name, run_name
+from rn50.config.schema import dist_name, run_name
 
 log = logging.getLogger("rn50")
 
@@ -199,7 +200,8 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) ->
     from hydra.core.hydra_config import HydraConfig
     from mlflow.tracking import MlflowClient
 
-    from rn50 import launch, resume
+    from rn50.launcher import launch
+    from rn50.results import resume
 
     launcher = slurm.launcher_params()
     if OmegaConf.to_container(HydraConfig.get().launcher)["submitit_folder"] == slurm.SWEEP_FOLDER:

@@ -1,5 +1,5 @@
 """cluster=slurm: what each SLURM job asks for, and the checks made before submitting.
-A job's life (its run, submission, waiting) is in rn50/slurm_jobs.py.
+A job's life (its run, submission, waiting) is in rn50/slurm/jobs.py.
 
 Each job asks for dist.nodes nodes, one task per device and dist.gpus_per_node GPUs
 per node, plus the cluster.* keys and hydra.launcher's (hydra-submitit-launcher's).
@@ -16,7 +16,7 @@ from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import DictConfig, OmegaConf
 
 from rn50.errors import ConfigError
-from rn50.schema import Accelerator, TrainName, dist_name
+from rn50.config.schema import Accelerator, TrainName, dist_name
 
 SUBMITIT_GENERIC = set(OmegaConf.structured(BaseQueueConf).keys())
 SWEEP_FOLDER = BaseQueueConf.submitit_folder  # hydra-submitit-launcher's: under the sweep's directory
@@ -42,7 +42,7 @@ def resources(cfg: DictConfig, launcher_params: Dict[str, Any]) -> Dict[str, Any
     )
     if cfg.train.name == TrainName.accuracy:
         # SLURM signals the tasks REQUEUE_S before the time limit; Lightning's SLURM environment
-        # (rn50/rank.py) saves a checkpoint and requeues the job, which resumes in the same run.
+        # (rn50/rank/run.py) saves a checkpoint and requeues the job, which resumes in the same run.
         params["additional_parameters"] = {"signal": f"USR1@{REQUEUE_S}", "requeue": True,
                                            **params["additional_parameters"]}
     for key in ("cpus_per_task", "partition", "account", "qos"):

@@ -4,7 +4,7 @@ No Lightning, Hydra or MLflow: the same torchvision network, channels_last,
 fused SGD, autocast and loss scaling, and the same synthetic device-resident
 batch, timed as rn50 times it (warm-up, then a window synced at its edges). On a GPU
 with an NVML energy counter it also reports images per joule over the windows.
-`build_train_step` is the same step for other code (rn50/batch_search.py).
+`build_train_step` is the same step for other code (rn50/rank/batch_search.py).
 With --data-root the batches come from rn50's DALI pipeline (data=dali) instead: the bare DALI
 loop, or with --decode-only the pipeline alone, with no training.
 
@@ -26,14 +26,16 @@ from typing import Callable, Iterator, Optional, Tuple
 import torch
 from torch import nn
 
-from rn50 import environment, nvml, pipelines
-from rn50.compilation import configure_inductor
+from rn50.measure import environment
+from rn50.measure import nvml
+from rn50.options import pipelines
+from rn50.options.compilation import configure_inductor
 from rn50.errors import one_line
-from rn50.model import build_network
-from rn50.optimizers import for_network
-from rn50.precision import set_math_mode
-from rn50.scalers import GradScaler, StaticGradScaler
-from rn50.schema import OptimConfig
+from rn50.recipe.model import build_network
+from rn50.recipe.optimizers import for_network
+from rn50.options.precision import set_math_mode
+from rn50.recipe.scalers import GradScaler, StaticGradScaler
+from rn50.config.schema import OptimConfig
 
 # rn50's built-in precisions (conf/precision/), written out here: the bare loop shares no framework code.
 PRECISIONS = ["fp32", "tf32", "amp", "amp_static", "bf16"]
@@ -88,7 +90,7 @@ def build_train_step(arch: str, precision, device: torch.device, *, num_classes:
                      fused: Optional[bool] = None, loss_scale: float = 1024.0, optim=None,
                      ddp: bool = False) -> TrainStep:
     """rn50's network, precision, layout and optimizer as a bare step. precision is one of
-    PRECISIONS, or a run's precision object (rn50/precision.py), whose autocast and scaler it takes.
+    PRECISIONS, or a run's precision object (rn50/options/precision.py), whose autocast and scaler it takes.
     compile_mode None runs eager; fused None means fused SGD on GPUs; ddp wraps the network for an
     initialized process group."""
     net = build_network(arch, num_classes, channels_last).to(device)
@@ -246,7 +248,7 @@ def main(argv=None) -> dict:
 
 
 def proof(edge_losses, scaler, args) -> dict:
-    """That the bare loop trained, as rn50's runs prove it (rn50/trained.py): the loss at the
+    """That the bare loop trained, as rn50's runs prove it (rn50/measure/trained.py): the loss at the
     windows' edges (read there, after the sync), the steps the scaler skipped, its final scale.
     A captured CUDA graph replays the scaler without Python, so its skips are not counted."""
     out = {"loss_first": edge_losses[0], "loss_last": edge_losses[-1], "loss_window_edges": edge_losses,
@@ -265,9 +267,9 @@ def dali_config(args, device: torch.device):
     checked as rn50 composes and checks a run."""
     from hydra import compose, initialize_config_dir
 
-    from rn50.config_dir import config_dir
-    from rn50.launch import set_num_classes
-    from rn50.schema import validate
+    from rn50.config.directory import config_dir
+    from rn50.launcher.launch import set_num_classes
+    from rn50.config.schema import validate
 
     overrides = ["data=dali", f"data.root={args.data_root}", f"data.batch_size={args.batch_size}",
                  f"data.image_size={args.image_size}", f"precision={args.precision}",
@@ -285,7 +287,7 @@ def dali_config(args, device: torch.device):
 def dali_batches(cfg, device: torch.device, rank: int, world: int) -> Iterator:
     """The config's data=dali pipeline for this rank as an endless stream of (images, labels) in
     the model's dtype and layout on the device."""
-    from rn50 import data
+    from rn50.data import modules as data
 
     return iter(data.build(cfg, endless=True).loader(device, rank, world))
 

@@ -156,7 +156,7 @@ def _specifier_check():
 
 def check_rn50() -> Check:
     try:
-        from rn50.config_dir import config_dir
+        from rn50.config.directory import config_dir
 
         configs = Path(config_dir())
         version = metadata.version("rn50") if _has_dist("rn50") else "from a checkout"

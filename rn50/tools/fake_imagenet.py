@@ -33,7 +33,7 @@ from typing import Optional
 import numpy as np
 from PIL import Image
 
-from rn50.meter import Meter
+from rn50.measure.meter import Meter
 
 PROG = "rn50.fake_imagenet"
 PROGRESS_FROM = 100

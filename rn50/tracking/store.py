@@ -321,7 +321,7 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str], parent_run_i
     continue_run_id: a run to mark RUNNING again and go on with (train=accuracy's resume),
     instead of a new one; its params stay as they were logged. mlflow.run_id: a run made for
     this job before it started (cluster=slurm), which it records into. kept: where the block
-    keeps the run's result on disk (rn50/upload.py), named when the store fails to close the run.
+    keeps the run's result on disk (rn50/tracking/upload.py), named when the store fails to close the run.
 
     FINISHED when the block returns; FAILED with `failure` (the RunFailed's kind, `config`
     for a config that cannot run, `stopped` for a rank that torchrun or srun stopped, else
@@ -494,7 +494,7 @@ def continue_run(uri: str, run_id: str, tags: Mapping[str, str]) -> None:
 def done_before(run) -> bool:
     """A sweep point that need not run again: FINISHED, and recorded by an rn50 that proves its
     runs trained. A point from before ran under the same hash, but its amp runs never trained."""
-    from rn50.trained import PROOF_TAG
+    from rn50.measure.trained import PROOF_TAG
 
     return run is not None and run.info.status == "FINISHED" and PROOF_TAG in run.data.tags
 

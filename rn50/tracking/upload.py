@@ -18,7 +18,8 @@ import uuid
 from pathlib import Path
 from typing import Iterable, List, Mapping, Optional
 
-from rn50 import console, tracking
+from rn50 import console
+from rn50.tracking import store as tracking
 from rn50.errors import Rn50Error, failure_kind, reported
 
 RESULT_FILE = "result.json"
@@ -34,7 +35,7 @@ def keep(path: Path, cfg, run_id: str, run_name: str, parent_run_id: Optional[st
          tags: Mapping[str, str], record, artifacts: Iterable[str], started: float) -> dict:
     """Write the run's result to `path` (atomically: a reader never sees half a file) and return it.
 
-    record: the run's RunRecord (rn50/results.py); artifacts: files to log, kept relative to
+    record: the run's RunRecord (rn50/results/summary.py); artifacts: files to log, kept relative to
     path's folder where they lie in it, so that the output directory can move before an upload."""
     folder = path.parent.resolve()
     files = [Path(a).resolve() for a in artifacts]
@@ -52,7 +53,7 @@ def keep(path: Path, cfg, run_id: str, run_name: str, parent_run_id: Optional[st
         "metrics": dict(record.metrics),
         "series": {k: list(v) for k, v in record.series.items()},
         "artifacts": [str(f.relative_to(folder)) if f.is_relative_to(folder) else str(f) for f in files],
-        "failure": record.failure,  # a run that did not train (rn50/trained.py) stays FAILED when uploaded
+        "failure": record.failure,  # a run that did not train (rn50/measure/trained.py) stays FAILED when uploaded
     }
     partial = path.with_suffix(".partial")
     partial.write_text(json.dumps(result, indent=1) + "\n")
