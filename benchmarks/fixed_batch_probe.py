@@ -4,7 +4,7 @@ import json
 import time
 
 import torch
-from rn50.tools.baseline import build_train_step
+from rn50.recipe.train_step import build_train_step
 from rn50.config.schema import OptimConfig
 
 torch.backends.cudnn.benchmark = True

@@ -154,6 +154,12 @@ def test_bad_input_is_refused_before_any_run(compose_cfg, tmp_path):
                            "train.resume=true"])
     launch.preflight(resumed)
     assert resume.run_to_continue(resumed, out, tracking.config_params(resumed)) == "run123"
+    # A checkpoint from before issue 28 moved the options' classes (data._target_=rn50.pipelines.ImageFolder).
+    moved = {k: v.replace("rn50.options.", "rn50.") if k.endswith("._target_") else v
+             for k, v in tracking.config_params(cfg).items()}
+    assert moved["data._target_"] == "rn50.pipelines.ImageFolder"
+    resume.remember(out, "run123", moved)
+    assert resume.run_to_continue(resumed, out, tracking.config_params(resumed)) == "run123"
 
 
 @pytest.mark.slow

@@ -113,7 +113,7 @@ def test_metrics_and_csv(tmp_path):
 
 @pytest.mark.slow
 def test_real_probe_on_the_cpu_picks_a_batch_and_frees_the_search(compose_cfg, capsys):
-    from rn50.config.schema import validate
+    from rn50.point.validate import validate
 
     cfg = validate(compose_cfg(["dist.accelerator=cpu", "model=resnet18", "data.image_size=32",
                                 "precision=fp32", "data.batch_size=auto"]))

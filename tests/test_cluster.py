@@ -175,7 +175,7 @@ def test_a_task_of_a_job_step_is_a_rank_and_sbatchs_own_shell_submits(compose_cf
 
 
 def test_tasks_get_the_command_with_its_output_directory_and_run(tmp_path):
-    from rn50.slurm.jobs import task_argv
+    from rn50.launcher.slurm_jobs import task_argv
 
     argv = ["cluster=slurm", "hydra.run.dir=mine", "++mlflow.run_id=old", "hydra.searchpath=[file:///c]"]
     out = tmp_path / "it's here"
@@ -190,15 +190,15 @@ def test_tasks_get_the_command_with_its_output_directory_and_run(tmp_path):
 
 
 def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg, tmp_path):
-    from rn50.config import schema
-    from rn50.slurm import jobs as slurm_jobs
+    from rn50.point import identity
+    from rn50.launcher import slurm_jobs
     from rn50.tracking import store as tracking
 
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     parent = tracking.start_run(cfg, "sweep", {"rn50.role": "sweep"}, params=False)
     never_started, ran_out_of_memory, adopted, resumed_elsewhere = (
-        slurm_jobs.make_run(cfg, parent, schema.config_hash(cfg)) for _ in range(4))
+        slurm_jobs.make_run(cfg, parent, identity.config_hash(cfg)) for _ in range(4))
     slurm_jobs.close_run(cfg, never_started, "SLURM job 41 ended: CANCELLED DUE TO TIME LIMIT")
     tracking.end_run(cfg.mlflow.tracking_uri, ran_out_of_memory, ok=False, tags={"failure": "oom"})
     slurm_jobs.close_run(cfg, ran_out_of_memory, "SLURM job 42 ended")
@@ -220,7 +220,7 @@ def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg
     assert "TIME LIMIT" in runs[never_started].data.tags["error"]
     assert runs[never_started].data.params["cluster.name"] == "slurm"  # still a row of the report
     assert runs[never_started].data.tags["mlflow.parentRunId"] == parent
-    assert runs[never_started].data.tags["rn50.config_hash"] == schema.config_hash(cfg)  # resume supersedes it
+    assert runs[never_started].data.tags["rn50.config_hash"] == identity.config_hash(cfg)  # resume supersedes it
     assert runs[ran_out_of_memory].info.status == "FINISHED"  # resumed, and finished this time
     assert runs[adopted].info.status == "FINISHED" and runs[adopted].data.params["mlflow.run_id"] == adopted
 
@@ -231,16 +231,16 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
     import functools
     import threading
 
-    from rn50.config import schema
+    from rn50.point import identity
     from rn50.slurm import sbatch as slurm
-    from rn50.slurm import jobs as slurm_jobs
+    from rn50.launcher import slurm_jobs
     from rn50.tracking import store as tracking
 
     for key, value in slurm_cluster.env.items():
         monkeypatch.setenv(key, value)
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
-    run_id = slurm_jobs.make_run(cfg, None, schema.config_hash(cfg))
+    run_id = slurm_jobs.make_run(cfg, None, identity.config_hash(cfg))
     launcher = {"submitit_folder": str(tmp_path / "%j"), "max_num_timeout": 0}
     params = {"timeout_min": 5, "nodes": 1, "tasks_per_node": 1, "additional_parameters": {}}
     job = slurm.submit(launcher, params, functools.partial(os._exit, 9))  # killed: no result written

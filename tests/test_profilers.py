@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import TINY, rn50, runs_in
 from rn50.options import profilers
-from rn50.config.schema import profiled_steps
+from rn50.options.profilers import profiled_steps
 
 # Counts the steps after the measured windows; its metrics() and artifacts() are what rank 0 gathers.
 MODULE = '''

@@ -7,9 +7,11 @@ from rn50.launcher.launch import set_num_classes
 from rn50.profiling.ncu_range import NcuRange
 from rn50.profiling.nvtx import NvtxRanges
 from rn50.profiling.torch_profile import TorchProfile
-from rn50.rank.run import build_trainer, profiling_callbacks, run_rank
-from rn50.config.schema import Accelerator, validate
-from rn50.measure.throughput import ThroughputCallback
+from rn50.rank.run import run_rank
+from rn50.rank.trainer import build_trainer, profiling_callbacks
+from rn50.config.schema import Accelerator
+from rn50.point.validate import validate
+from rn50.rank.throughput import ThroughputCallback
 
 
 def test_trainer_has_no_per_step_sigterm_sync(compose_cfg, tmp_path):
@@ -68,8 +70,8 @@ def test_ranks_and_the_bare_loop_give_cuda_32_work_queues_unless_the_user_chose(
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout.split()[-1]
 
-    assert seen("import rn50.rank") == "32"  # a rank process, before its CUDA context
-    assert seen("import rn50.rank", given="4") == "4"
+    assert seen("import rn50.rank.run") == "32"  # a rank process, before its CUDA context
+    assert seen("import rn50.rank.run", given="4") == "4"
     bare = ("from rn50 import baseline; baseline.main(['--arch', 'resnet18', '--image-size', '32', "
             "'--batch-size', '2', '--warmup-steps', '1', '--steps', '1', '--precision', 'fp32'])")
     assert seen("import rn50.baseline") == "None"  # set by the bare loop's run, not by importing it
@@ -109,8 +111,8 @@ def test_the_rank_builds_and_trains_inside_its_pipelines_stream(compose_cfg, tmp
 
 def test_a_rank_makes_its_own_gpu_current_as_lightning_will_pick_it(compose_cfg, monkeypatch):
     """Its stream and the batch search are made on that GPU, before Lightning sets it in fit."""
-    from rn50.launcher.pool import POOL_ENV
-    from rn50.rank.run import local_gpu
+    from rn50.pool import POOL_ENV
+    from rn50.rank.trainer import local_gpu
 
     for var in (POOL_ENV, "LOCAL_RANK", "SLURM_LOCALID", "TORCHELASTIC_RUN_ID"):
         monkeypatch.delenv(var, raising=False)

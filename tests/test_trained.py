@@ -170,7 +170,7 @@ def test_the_proof_from_each_steps_loss():
 
 def test_scalers_and_optimizers_that_cannot_train_are_refused_at_compose_time(compose_cfg):
     from rn50.errors import ConfigError
-    from rn50.config.schema import validate
+    from rn50.point.validate import validate
 
     with pytest.raises(ConfigError, match=r"^precision\.loss_scale=100000 is out of range: above fp16's largest value "
                                           r"\(65504\) every step overflows and is skipped; use e\.g\. 1024$"):
@@ -282,7 +282,7 @@ def test_140_steps_learn_one_batch_on_a_gpu(precision):
     (0.6 to 2; docs/benchmarks.md, issue 27), at 0.05 it falls under 0.01 by step 80."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from rn50.tools.baseline import build_train_step
+    from rn50.recipe.train_step import build_train_step
 
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = True

@@ -20,8 +20,9 @@ from omegaconf import DictConfig
 
 from rn50.launcher import launch
 from rn50.config import schema
+from rn50.point import identity
 from rn50.slurm import sbatch as slurm
-from rn50.slurm import jobs as slurm_jobs
+from rn50.launcher import slurm_jobs
 from rn50.tracking import store as tracking
 from rn50.launcher.sweep import PARENT_ENV
 
@@ -32,7 +33,7 @@ class SlurmLauncher(SubmititSlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         HydraConfig.instance().set_config(self.config)  # resolves ${hydra:runtime.cwd} in the job configs
         configs = [self.hydra_context.config_loader.load_sweep_config(self.config, list(o)) for o in job_overrides]
-        hashes = [schema.config_hash(cfg) for cfg in configs]  # as composed, as each job's run is tagged
+        hashes = [identity.config_hash(cfg) for cfg in configs]  # as composed, as each job's run is tagged
         for cfg in configs:
             launch.preflight(cfg, here=False)
         plans = [slurm.resources(cfg, self.params) for cfg in configs]

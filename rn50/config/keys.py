@@ -12,6 +12,11 @@ import typing
 from difflib import SequenceMatcher
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from rn50.config.schema import Rn50Config  # importing the schema registers the options' own schemas
+
 # Below this similarity a "did you mean" misleads more than it helps: at difflib's default of
 # 0.6, data.colour would suggest data.root.
 CUTOFF = 0.7
@@ -30,8 +35,6 @@ def _walk(cls, prefix: str, keys: Dict[str, type]) -> Dict[str, type]:
 @functools.lru_cache(maxsize=None)
 def base_keys() -> Dict[str, type]:
     """Every dotted key of Rn50Config, sections included ('data', 'data.batch_size'), with its type."""
-    from rn50.config.schema import Rn50Config
-
     return _walk(Rn50Config, "", {})
 
 
@@ -39,11 +42,6 @@ def base_keys() -> Dict[str, type]:
 def option_schemas() -> List[Tuple[str, str, type]]:
     """(group, option, dataclass) of each option's own schema, as ConfigStore's schema/<group>
     holds them for the options' YAML files to name: ('precision', 'amp_static', AmpStaticConfig)."""
-    from hydra.core.config_store import ConfigStore
-    from omegaconf import OmegaConf
-
-    import rn50.config.schema  # noqa: F401  (registers them)
-
     store, found = ConfigStore.instance(), []
     for group in store.list("schema"):
         for entry in store.list(f"schema/{group}"):
@@ -152,8 +150,6 @@ def undeclared_keys(cfg, prefix: str = "") -> List[str]:
     for an option with its own schema is that schema: +precision.loss_scale under precision=amp
     is undeclared there, though amp_static has it.
     """
-    from omegaconf import DictConfig, OmegaConf
-
     kind = OmegaConf.get_type(cfg)
     if not dataclasses.is_dataclass(kind):  # a dict-typed field (cluster.sbatch): the user's own keys
         return []
@@ -168,12 +164,3 @@ def undeclared_keys(cfg, prefix: str = "") -> List[str]:
         elif isinstance(cfg._get_node(name), DictConfig):
             found += undeclared_keys(cfg[name], key + ".")
     return found
-
-
-def check_declared(cfg) -> None:
-    """Raise ConfigError for the first key the schema does not declare, with the closest declared one."""
-    from rn50.errors import ConfigError, unknown_key_message
-
-    unknown = undeclared_keys(cfg)
-    if unknown:
-        raise ConfigError(unknown_key_message(unknown[0]))

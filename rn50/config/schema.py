@@ -7,7 +7,6 @@ value fails with the dotted key and the allowed names. Range checks that types
 cannot express live in `validate`.
 """
 
-import functools
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Dict, Optional
@@ -15,10 +14,6 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
-from rn50.options import clusters
-from rn50.options import pipelines
-from rn50.options import precision
-from rn50.options import profilers
 from rn50.errors import ConfigError
 
 # Every ResNet downsamples by 32; below that BatchNorm sees a single value per channel.
@@ -104,7 +99,7 @@ class ModelConfig:
     cuda_graphs: bool = False
     """Replay the compiled forward and backward as CUDA graphs (torch.compile's mode=reduce-overhead
     unless compile_mode is max-autotune). Needs model.compile=true and a GPU. A compiled run whose
-    compile_mode captures by itself is recorded with it true (rn50/options/compilation.py)."""
+    compile_mode captures by itself is recorded with it true (rn50/config/compilation.py)."""
     autotune_pointwise: bool = False
     """With model.compile: inductor benchmarks block sizes for each of its own pointwise and
     reduction kernels (batch norm, ReLU, residual adds) while compiling, and keeps the fastest
@@ -423,183 +418,12 @@ ConfigStore.instance().store(group="schema/cluster", name="slurm", node=SlurmClu
 ConfigStore.instance().store(group="schema/cluster", name="torchrun", node=TorchrunClusterConfig)
 
 
-def typed(tree: Any) -> DictConfig:
-    """A resolved config (a dict, or YAML text) typed again as Rn50Config, with each group typed by
-    its option's own schema (precision=amp_static: AmpStaticConfig), as composing typed it."""
-    import dataclasses
-
-    from hydra.core.plugins import Plugins
-    from omegaconf import OmegaConf
-
-    from rn50.config import keys
-
-    # Hydra imports every module of the hydra_plugins namespace before it composes, which is where a
-    # user's option registers its own schema (README: Adding a profiler); a rank must see it too.
-    Plugins.instance()
-    cfg = OmegaConf.create(tree)
-    schema = OmegaConf.structured(Rn50Config)
-    for group in {g for g, _, _ in keys.option_schemas()}:
-        # The schema with the fewest keys that has all of the node's: an option of the user's may
-        # name a built-in one's schema (a profiler with the pytorch profiler's keys).
-        have = set(cfg[group].keys()) if group in cfg else set()
-        schemas = [OmegaConf.get_type(schema[group])] + [c for g, _, c in keys.option_schemas() if g == group]
-        fits = [c for c in schemas if have <= {f.name for f in dataclasses.fields(c)}]
-        if fits:
-            schema[group] = OmegaConf.structured(min(fits, key=lambda c: len(dataclasses.fields(c))))
-    return OmegaConf.merge(schema, cfg)
-
-
 def _positive(cfg: DictConfig, key: str, hint: str, minimum: Any = 1) -> None:
     value = cfg
     for part in key.split("."):
         value = value[part]
     if value is None or value < minimum:
         raise ConfigError(f"{key}={value} is out of range: {hint}")
-
-
-def validate(cfg: DictConfig) -> DictConfig:
-    """Range checks the types cannot express. Raises ConfigError naming the dotted key."""
-    _check_batch_size(cfg)
-    _positive(
-        cfg,
-        "data.image_size",
-        f"ResNets downsample by 32, use data.image_size >= {MIN_IMAGE_SIZE}",
-        MIN_IMAGE_SIZE,
-    )
-    if cfg.model.num_classes is not None:
-        _positive(cfg, "model.num_classes", "use 2 or more classes, or null to follow the data", 2)
-    _positive(cfg, "dist.nodes", "use 1 or more nodes")
-    _positive(cfg, "dist.gpus_per_node", "use 1 or more processes per node")
-    _positive(cfg, "bench.warmup_steps", "use 1 or more: the first step autotunes and compiles")
-    _positive(cfg, "bench.steps", "use 1 or more measured steps")
-    _positive(cfg, "bench.repeats", "use 1 or more measured windows")
-    _positive(cfg, "telemetry.interval_s", "use a positive sampling interval", 0.01)
-    _check_dali(cfg)
-    pipeline = pipelines.of(cfg)
-    pipeline.check(cfg)
-    _positive(cfg, "optim.lr", "use a learning rate above 0", 1e-12)
-    _positive(cfg, "optim.momentum", "use a momentum of 0 or more", 0)
-    _positive(cfg, "optim.weight_decay", "use a weight decay of 0 or more", 0)
-    _positive(cfg, "optim.lars_trust", "use a trust coefficient above 0", 1e-12)
-    if cfg.optim.name == OptimName.lars and cfg.optim.fused:
-        raise ConfigError("optim.fused=true: LARS has no fused kernel (it unscales and skips overflowed steps on "
-                          "the device by itself); use optim.fused=null with optim.name=lars")
-    if cfg.train.name == TrainName.accuracy:
-        _check_training(cfg, pipeline)
-    precision.of(cfg).check(cfg)
-    clusters.of(cfg).check(cfg)
-    if cfg.mfu.peak_tflops is not None:
-        _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
-    profilers.of(cfg).check(cfg)
-    from rn50.options.compilation import check_cuda_graphs  # imports this module
-
-    check_cuda_graphs(cfg)
-    return cfg
-
-
-def profiled_steps(cfg: DictConfig) -> int:
-    """Steps a profiler adds after the measured windows, so the throughput window is never profiled."""
-    return profilers.of(cfg).steps(cfg)
-
-
-# Keys that say where a run is recorded or how it is started, not what it measures; and device,
-# the profile, which changes a run only through the keys it sets, which are measured.
-NOT_MEASURED = ("mlflow", "sweep", "dry_run", "device")
-
-
-# Keys that every option of a group had before some moved into an option's own schema, with the
-# value the others had: a hash counts them as before.
-MOVED_KEYS = {"precision.loss_scale": None, "profiler.wait": 1, "profiler.warmup": 2, "profiler.active": 5,
-              "profiler.steps": 1, "profiler.executable": "ncu", "profiler.metrics": {},
-              "cluster.partition": None, "cluster.account": None, "cluster.qos": None, "cluster.timeout_min": 60,
-              "cluster.cpus_per_task": None, "cluster.sbatch": {}, "cluster.rdzv_endpoint": "HEAD_NODE:29500"}
-# Keys added after runs were recorded, with the value that behaves as before they existed.
-LATER_KEYS = {
-    "model.autotune_pointwise": False, "model.autotune_coordinate_descent": False,
-    "data.dali.cpu_decode_share": 0.0, "data.dali.hybrid_huffman_threshold": 1_000_000,
-    "data.dali.affine": True, "data.dali.cpu_prefetch_queue_depth": None,
-    "data.dali.stream_policy": "default", "data.dali.concurrency": "default",
-    "data.dali.training_stream": "default", "dist.interface": None,
-}
-
-
-@functools.lru_cache(maxsize=None)
-def _pipeline_class(target: str) -> Optional[type]:
-    """The class a data._target_ names; None where it does not import (the checks say so in one
-    line, after the hash)."""
-    from hydra.utils import get_class
-
-    try:
-        return get_class(target)
-    except Exception:
-        return None
-
-
-def _has_training_stream(cfg: DictConfig) -> bool:
-    """Whether data.dali.training_stream can change the run: a pipeline that chooses its stream,
-    on a device that has streams."""
-    from omegaconf import OmegaConf
-
-    from rn50.options.pipelines import Pipeline
-
-    target, device = OmegaConf.select(cfg, "data._target_"), OmegaConf.select(cfg, "dist.accelerator")
-    pipeline = _pipeline_class(target) if target is not None else None
-    chooses = getattr(pipeline, "training_stream", None) not in (None, Pipeline.training_stream)
-    return chooses and getattr(device, "value", device) != "cpu"
-
-
-def reads_dali_keys(target: Optional[str], name: Optional[str] = None) -> bool:
-    """Whether a data pipeline reads data.dali: its class (data._target_) is rn50.options.pipelines.Dali or
-    one of its subclasses. A class that does not import counts as one that does; runs logged
-    before data._target_ existed go by data.name."""
-    from rn50.options.pipelines import Dali
-
-    if target is None:
-        return name == Dali.name
-    pipeline = _pipeline_class(target)
-    return pipeline is None or issubclass(pipeline, Dali)
-
-
-def config_hash(cfg: DictConfig) -> str:
-    """A short fingerprint of everything in the resolved config that can change the figures."""
-    import hashlib
-    import json
-
-    from omegaconf import OmegaConf
-
-    # Hydra's own node is there in the configs a launcher loads for each job (and cannot resolve there).
-    keys = [k for k in cfg if k not in NOT_MEASURED and k != "hydra"]
-    measured = OmegaConf.to_container(OmegaConf.masked_copy(cfg, keys), resolve=True, enum_to_str=True)
-    for group in ("data", "precision", "profiler", "cluster"):  # <group>.name stands for it, as in older hashes
-        measured[group].pop("_target_", None)
-    for dotted, default in MOVED_KEYS.items():  # every option had them before options had own schemas
-        group, key = dotted.split(".")
-        measured[group].setdefault(key, default)
-    # Keys that change nothing of a run stay out, so that hashes of runs made before they existed
-    # still match (sweep.resume): train for a throughput run, LARS's keys for SGD, resume, and
-    # LATER_KEYS at their defaults.
-    if measured["train"]["name"] == TrainName.throughput.value:
-        del measured["train"]
-    else:
-        del measured["train"]["resume"]
-    if measured["model"]["num_classes"] is None:
-        # null hashes as the 1000 every point had before null existed: ImageNet's folders give
-        # 1000 again, and another tree's narrower head hardly changes what a point measures.
-        measured["model"]["num_classes"] = DEFAULT_CLASSES
-    if measured["optim"]["name"] == OptimName.sgd.value:
-        del measured["optim"]["name"], measured["optim"]["lars_trust"]
-    if "dali" in measured["data"] and not reads_dali_keys(OmegaConf.select(cfg, "data._target_"),
-                                                          OmegaConf.select(cfg, "data.name")):
-        # Other pipelines ignore data.dali (experiment=fastest sets some): their points stay.
-        measured["data"]["dali"] = OmegaConf.to_container(OmegaConf.structured(DaliConfig), enum_to_str=True)
-    if not _has_training_stream(cfg):  # nothing changes whatever it says: their points stay
-        measured["data"].get("dali", {}).pop("training_stream", None)
-    for dotted, default in LATER_KEYS.items():  # at their values of before they existed
-        *path, key = dotted.split(".")
-        node = functools.reduce(dict.get, path, measured)
-        if node is not None and node.get(key, default) == default:
-            node.pop(key, None)
-    return hashlib.sha256(json.dumps(measured, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def dist_name(cfg: DictConfig) -> str:
@@ -614,62 +438,13 @@ def run_name(cfg: DictConfig) -> str:
     return f"{cfg.model.arch.value}-{cfg.precision.name}-{dist_name(cfg)}-bs{cfg.data.batch_size}{cpu}"
 
 
-def _check_dali(cfg: DictConfig) -> None:
-    """data.dali's ranges, whatever the pipeline (as the profiler's keys are checked); its dtype
-    against the precision is data=dali's own check (rn50/options/pipelines.py)."""
-    dali = cfg.data.dali
-    if dali.num_threads is not None:
-        _positive(cfg, "data.dali.num_threads", "use 1 or more threads, or null for data.num_workers")
-    _positive(cfg, "data.dali.prefetch_queue_depth", "use 1 or more batches")
-    if not 0 <= dali.hw_decoder_load <= 1:
-        raise ConfigError(f"data.dali.hw_decoder_load={dali.hw_decoder_load} is out of range: "
-                          "use a share from 0 to 1 (0.65 is DALI's default)")
-    if not 0 <= dali.cpu_decode_share <= 1:
-        raise ConfigError(f"data.dali.cpu_decode_share={dali.cpu_decode_share} is out of range: "
-                          "use a share from 0 to 1 (0 decodes every JPEG on the GPU)")
-    for key in ("device_memory_padding", "host_memory_padding", "preallocate_width_hint",
-                "preallocate_height_hint", "hybrid_huffman_threshold"):
-        _positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
-    if dali.cpu_prefetch_queue_depth is not None:
-        _positive(cfg, "data.dali.cpu_prefetch_queue_depth", "use 1 or more batches, or null for one queue")
-        for key in ("stream_policy", "concurrency"):
-            if dali[key].value != "default":
-                raise ConfigError(f"data.dali.{key}={dali[key].value} applies to DALI's dynamic executor, which "
-                                  "data.dali.cpu_prefetch_queue_depth turns off; set one of them only")
-
-
 AUTO_BATCH = "auto"
+
+
+def is_auto(cfg) -> bool:
+    """data.batch_size=auto: the rank searches for the batch size (rn50/rank/batch_search.py)."""
+    return cfg.data.batch_size == AUTO_BATCH
+
+
 DEFAULT_CLASSES = 1000
 """model.num_classes=null where the data has no class folders: ImageNet's classes."""
-
-
-def _check_batch_size(cfg: DictConfig) -> None:
-    """data.batch_size is Any in the schema (int or "auto"), so its type is checked here."""
-    value = cfg.data.batch_size
-    if value == AUTO_BATCH:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"data.batch_size={value}: use a positive integer or auto")
-    _positive(cfg, "data.batch_size", "use a batch size of 1 or more per device")
-
-
-def _check_training(cfg: DictConfig, pipeline) -> None:
-    """train=accuracy's keys, and what it needs of the others."""
-    if not pipeline.labelled:
-        raise ConfigError(f"train=accuracy needs labelled images but data={cfg.data.name} {pipeline.unlabelled_why}; use "
-                          "data=imagefolder or data=dali with data.root=/path/to/imagenet (train/ and val/)")
-    if cfg.data.batch_size == AUTO_BATCH:
-        raise ConfigError("data.batch_size=auto searches for throughput only; train=accuracy needs a fixed "
-                          "batch (the learning rate scales with it), e.g. data.batch_size=256")
-    target = cfg.train.target_top1
-    if target is None or not 0 < target <= 1:
-        raise ConfigError(f"train.target_top1={target} is out of range: use a fraction in (0, 1], e.g. 0.759")
-    _positive(cfg, "train.epochs", "use 1 or more epochs")
-    _positive(cfg, "train.eval_every_epochs", "use 1 or more epochs between evaluations")
-    _positive(cfg, "train.lr_warmup_epochs", "use 0 or more warm-up epochs", 0)
-    if cfg.train.lr_warmup_epochs >= cfg.train.epochs:
-        raise ConfigError(f"train.lr_warmup_epochs={cfg.train.lr_warmup_epochs} is out of range: use fewer "
-                          f"than train.epochs={cfg.train.epochs}")
-    smoothing = cfg.train.label_smoothing
-    if not 0 <= smoothing < 1:
-        raise ConfigError(f"train.label_smoothing={smoothing} is out of range: use 0 <= value < 1")

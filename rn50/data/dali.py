@@ -5,17 +5,24 @@ GPU fused with the RandomResizedCrop-style crop (device="mixed"), then resize, r
 normalization run there too. Batches come out in the model's dtype and memory format (HWC, seen as
 NCHW channels_last) with int64 labels on the device, so nothing copies them again.
 CPU path: the same graph with CPU operators in a CPU-only pipeline, for CPU runs and the tests.
-DALI is optional: importing this module does not import it; DaliData raises Rn50Error without it.
+DALI is optional: this module imports it, and rn50/options/pipelines.py's dali(), which imports
+this module for data=dali and for the bare loop, raises Rn50Error (one line naming the extras)
+without it.
 """
 
 import functools
 import os
 from typing import Optional
 
+import numpy as np
 import pytorch_lightning as pl
+import torch
+from nvidia.dali import fn, pipeline_def, types
+from nvidia.dali.backend import ReleaseUnusedMemory
+from nvidia.dali.pipeline import OperatorConcurrency, StreamPolicy
+from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
 from rn50.data.modules import IMAGENET_MEAN, IMAGENET_STD, eval_resize, load_rgb
-from rn50.options.checks import MISSING_DALI
 from rn50.errors import Rn50Error
 from rn50.config.schema import DaliConfig
 
@@ -26,8 +33,6 @@ STD = [255 * s for s in IMAGENET_STD]
 
 def read_files(root: str, shard_id: int, num_shards: int, seed: int):
     """The training pipeline's reader; shard_files runs it alone to see which files it reads."""
-    from nvidia.dali import fn
-
     return fn.readers.file(
         file_root=os.path.join(root, "train"), shard_id=shard_id, num_shards=num_shards,
         name="Reader", seed=seed,
@@ -44,9 +49,6 @@ def read_files(root: str, shard_id: int, num_shards: int, seed: int):
 def shard_files(root: str, shard_id: int, num_shards: int, seed: int, batch_size: int,
                 batches: int) -> list[list[str]]:
     """Paths of the files in a shard's first `batches` batches: only reads, no decoding."""
-    import numpy as np
-    from nvidia.dali import fn, pipeline_def
-
     @pipeline_def(batch_size=batch_size, num_threads=1, device_id=None)
     def names():
         return fn.get_property(read_files(root, shard_id, num_shards, seed)[0], key="source_info")
@@ -68,18 +70,12 @@ class DaliData(pl.LightningDataModule):
                  channels_last: bool, fp16: bool, seed: int, options: Optional[DaliConfig] = None,
                  endless: bool = False, validate: bool = False):
         super().__init__()
-        try:
-            import nvidia.dali  # noqa: F401
-        except ImportError as exc:
-            raise Rn50Error(MISSING_DALI) from exc
         self.root, self.batch_size, self.image_size = root, batch_size, image_size
         self.num_threads, self.channels_last, self.fp16, self.seed = num_threads, channels_last, fp16, seed
         # validate (train=accuracy): epochs are cut from the endless stream (EpochsOf).
         self.options, self.endless, self.validate = options or DaliConfig(), endless or validate, validate
 
     def _pipeline(self, device, rank: int, world: int):
-        from nvidia.dali import fn, pipeline_def, types
-
         gpu, o = device.type == "cuda", self.options
 
         def decode(jpegs, on: str):
@@ -126,8 +122,6 @@ class DaliData(pl.LightningDataModule):
         if gpu and o.stream_outputs:
             # DALIGenericIterator calls share_outputs() with no stream, which blocks the host until
             # the batch is ready; bound to torch's stream, the training stream waits on the device.
-            import torch
-
             pipe.share_outputs = functools.partial(pipe.share_outputs,
                                                    cuda_stream=torch.cuda.current_stream(device))
         return pipe
@@ -144,8 +138,6 @@ class DaliData(pl.LightningDataModule):
 
     def steps_per_epoch(self, world: int) -> int:
         """Full global batches in one pass over root/train, as DALI's reader counts the files."""
-        from nvidia.dali import pipeline_def
-
         @pipeline_def(batch_size=1, num_threads=1, device_id=None)
         def files():
             return read_files(self.root, 0, 1, self.seed)[0]
@@ -157,8 +149,6 @@ class DaliData(pl.LightningDataModule):
     def val_dataloader(self):
         if not self.validate:
             return []
-        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
-
         pipe = self._eval_pipeline(self.trainer.strategy.root_device)
         # PARTIAL: the shard's last batch is short, never topped up, so every image counts once.
         it = DALIGenericIterator([pipe], ["images", "labels"], reader_name="Reader",
@@ -168,8 +158,6 @@ class DaliData(pl.LightningDataModule):
     def _eval_pipeline(self, device):
         """root/val: resize the shorter side, center crop, normalize; DALI's shards are
         contiguous, disjoint slices of the sorted file list, together the whole set."""
-        from nvidia.dali import fn, pipeline_def, types
-
         gpu, rank = device.type == "cuda", self.trainer.global_rank
 
         @pipeline_def(batch_size=self.batch_size, num_threads=self.num_threads,
@@ -210,8 +198,6 @@ class DaliData(pl.LightningDataModule):
 
 def executor(o: DaliConfig) -> dict:
     """Pipeline arguments of data.dali's executor keys; DALI's own default where a key is default."""
-    from nvidia.dali.pipeline import OperatorConcurrency, StreamPolicy
-
     if o.cpu_prefetch_queue_depth is not None:
         return dict(exec_dynamic=False, prefetch_queue_depth={"cpu_size": o.cpu_prefetch_queue_depth,
                                                               "gpu_size": o.prefetch_queue_depth})
@@ -236,8 +222,6 @@ class DaliLoader:
     shard, or never ends with DaliData.endless."""
 
     def __init__(self, data: DaliData, pipe, rank: int, world: int):
-        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
-
         self.data, self.rank, self.world = data, rank, world
         self.done = 0  # batches handed out over all passes: the reader's batch index
         # FILL: an epoch's last batch is full, topped up from the next epoch, as the reader runs on
@@ -297,3 +281,20 @@ def _decodes(path: str) -> bool:
         return True
     except Exception:
         return False
+
+
+def own_stream():
+    """data.dali.training_stream=own: torch's stream context on the rank's own stream of the current device."""
+    return torch.cuda.stream(_own_stream(torch.cuda.current_device()))
+
+
+@functools.lru_cache(maxsize=None)
+def _own_stream(device_index: int):
+    """One per device and process: a warm rank reuses it run after run (each new stream would
+    bring its own cuBLAS workspace). Normal priority: the highest measured the same."""
+    return torch.cuda.Stream(device_index)
+
+
+def release_memory() -> None:
+    """DALI's own device and pinned-memory pools, given back between a warm rank's runs."""
+    ReleaseUnusedMemory()

@@ -138,12 +138,3 @@ class ImageFolderData(pl.LightningDataModule):
         if self.channels_last:  # on the device, so the copy is a fast device-side one
             images = images.contiguous(memory_format=torch.channels_last)
         return images, labels
-
-
-def build(cfg, endless: bool = True) -> pl.LightningDataModule:
-    """The run's data module, from its pipeline's class (rn50/options/pipelines.py). endless (throughput
-    runs): real data streams on across its epochs, so a data set smaller than the measured window
-    never stalls at an epoch end."""
-    from rn50.options import pipelines
-
-    return pipelines.of(cfg).build(cfg, endless)

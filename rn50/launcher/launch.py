@@ -1,6 +1,6 @@
 """Where a run's processes come from, and the checks made before any of them starts.
 
-cluster=local: the ranks are processes on this host that rn50/launcher/pool.py keeps warm between
+cluster=local: the ranks are processes on this host that rn50/pool.py keeps warm between
 runs of one world size; Lightning sees them as started from outside, so its own DDP
 launcher (which re-runs a whole Hydra multirun in every rank) never runs.
 cluster=torchrun and cluster=slurm: torchrun or SLURM started this process as one rank
@@ -12,24 +12,26 @@ Nothing here imports torch: the GPU count comes from NVML.
 import contextlib
 import logging
 import os
-import traceback
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
+from hydra import compose
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from rn50 import console
 from rn50.options import checks
 from rn50.options import clusters
-from rn50.config import keys
+from rn50.point import validate
 from rn50.measure import nvml
 from rn50.options import pipelines
-from rn50.launcher import pool
+from rn50 import pool
 from rn50.options import precision
 from rn50.options import profilers
 from rn50.config import schema
-from rn50.options.compilation import check_cuda_graphs
-from rn50.errors import ConfigError, Requeued, RunFailed
+from rn50.config.compilation import check_cuda_graphs
+from rn50.errors import ConfigError
 from rn50.config.schema import Accelerator, Device, dist_name
 
 log = logging.getLogger(__name__)
@@ -84,10 +86,6 @@ def for_this_host(cfg: DictConfig) -> DictConfig:
     if (cfg.device != Device.auto or not falls_back(cfg) or cfg.dist.nodes > 1 or clusters.of(cfg).rank_env
             or nvml.visible_gpu_count() > 0):
         return cfg
-    from hydra import compose
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     hydra_cfg = HydraConfig.get()
     given = [o.input_line for o in OverridesParser.create().parse_overrides(list(hydra_cfg.overrides.task))
              if o.get_key_element() != "device"]  # device=auto, said out loud
@@ -101,8 +99,8 @@ def for_this_host(cfg: DictConfig) -> DictConfig:
 
 def preflight(cfg: DictConfig, here: bool = True) -> None:
     """Everything that can be wrong before a process starts; sets the resolved accelerator."""
-    keys.check_declared(cfg)  # a key added with + that the schema does not know
-    schema.validate(cfg)
+    validate.check_declared(cfg)  # a key added with + that the schema does not know
+    validate.validate(cfg)
     cfg.dist.accelerator = resolve_accelerator(cfg, here)
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
     console.cpu_precision_warning(precision.of(cfg), cfg.dist.accelerator)
@@ -165,34 +163,10 @@ def started(cfg: DictConfig, config_yaml: str, out: Path) -> Iterator[Callable[[
 
 
 def run_rank_here(cfg: DictConfig, out: Path) -> Optional[list]:
-    """Run this process's rank, its output in its log (pool.rank_log); rank 0 returns every rank's
-    result. Failures become RunFailed, whose line names the log and the rank and node a failed
-    collective lost; a job the scheduler requeued while it ran raises Requeued instead, whatever
-    broke as it was stopped (it starts again and resumes)."""
-    from rn50.rank import peers
-    from rn50.results import resume
-    from rn50.rank.run import failure, leave_process_group, run_rank  # torch and Lightning: only a rank pays for them
+    """Run this process's rank: torchrun or SLURM started it as one (rn50/rank/here.py)."""
+    from rn50.rank import here  # deferred: only a process that torchrun or SLURM made a rank imports torch
 
-    cluster = clusters.of(cfg)
-    rank = int(os.environ.get((cluster.rank_env or ("RANK",))[0], 0))
-    with console.stderr_to(pool.rank_log(out, rank)) as log:
-        try:
-            ranks = run_rank(cfg, out)
-            leave_process_group()
-            return ranks
-        except (Requeued, KeyboardInterrupt):
-            raise
-        except BaseException as exc:  # also Lightning's SIGTERMException, a SystemExit
-            if cluster.requeued():
-                raise Requeued(str(resume.last_checkpoint(out) or "")) from None
-            if not isinstance(exc, Exception):
-                raise
-            traceback.print_exc()  # into the log
-            _, _, message, kind, log_path = failure(exc, cfg, log)
-            lost = peers.lost(message)
-            # submitit raises UncompletedJobError in rank 0 when SLURM times the job out or preempts it.
-            kind = "slurm" if type(exc).__name__ == "UncompletedJobError" else "lost_rank" if lost else kind
-            raise RunFailed(f"rank {rank} failed: {lost or message}", kind=kind, log=log_path) from exc
+    return here.run_rank_here(cfg, out)
 
 
 def dry_run(cfg: DictConfig, overrides) -> str:

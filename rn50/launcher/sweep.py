@@ -18,11 +18,13 @@ from omegaconf import DictConfig
 from rn50 import STARTED
 from rn50.options import clusters
 from rn50.measure import meter
-from rn50.launcher import pool
+from rn50 import pool
 from rn50.options import profilers
 from rn50.results import report
 from rn50.tracking import store as tracking
-from rn50.errors import ConfigError, Rn50Error, reported
+from rn50.launcher.launch import resolve_accelerator
+from rn50.errors import ConfigError, Rn50Error
+from rn50.config.messages import reported
 
 PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
 URI_ENV = "RN50_SWEEP_TRACKING_URI"
@@ -32,8 +34,6 @@ log = logging.getLogger("rn50")
 def start_first_ranks(config: DictConfig) -> None:
     """When every point has one process count, start its ranks now, while the sweep's MLflow
     run is opened; the first point then finds them warm."""
-    from rn50.launcher.launch import resolve_accelerator
-
     swept = {o.split("=")[0].lstrip("+~") for o in config.hydra.overrides.task if "," in o}
     if clusters.of(config).rank_env is not None or profilers.of(config).starts_ranks or \
             any(key == "dist" or key.startswith("dist.") for key in swept):

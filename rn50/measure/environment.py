@@ -1,15 +1,14 @@
-"""What a run ran on (hardware, software versions, the project's commit) as MLflow tags, and the CUDA
-setting a rank's process starts with."""
+"""What a rank ran on (hardware, software versions) as MLflow tags, and the CUDA setting a rank's
+process starts with. The launcher tags the project's commit (rn50/launcher/run.py)."""
 
 import os
-import subprocess
 from importlib import metadata
-from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict
+
+import torch
 
 from rn50.measure import nvml
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONNECTIONS_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"
 
 
@@ -23,17 +22,6 @@ def set_cuda_connections() -> None:
     os.environ.setdefault(CONNECTIONS_ENV, "32")
 
 
-def git_commit() -> Optional[str]:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=10, check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
 def _version(dist: str) -> str:
     try:
         return metadata.version(dist)
@@ -42,8 +30,6 @@ def _version(dist: str) -> str:
 
 
 def software_tags() -> Dict[str, str]:
-    import torch
-
     return {
         "torch_version": torch.__version__,
         "torchvision_version": _version("torchvision"),
@@ -56,8 +42,6 @@ def software_tags() -> Dict[str, str]:
 def gpu_tags(device_type: str) -> Dict[str, str]:
     if device_type != "cuda":
         return {"gpu_model": "none"}
-    import torch
-
     return {
         "gpu_model": torch.cuda.get_device_name(),
         "driver_version": nvml.driver_version() or "unknown",

@@ -14,6 +14,8 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Optional, TextIO
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
 INTERVAL_S = 10.0  # plain lines: one per phase this often, at most (and at least, with a heartbeat)
 REDRAW_S = 0.5  # terminal: at most one redraw this often (a run redraws inside its measured window)
 TICK_S = 1.0  # terminal: with a heartbeat, a redraw at least this often, for the elapsed seconds
@@ -163,8 +165,6 @@ def sweep_size(overrides, params: Optional[Mapping[str, Any]] = None) -> int:
     """How many jobs Hydra's basic sweeper makes (point_line's total): the product of each
     swept key's values. overrides: hydra.overrides.task; params: hydra.sweeper.params, which
     the command line's overrides of the same key replace, as in the sweeper."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     lines = [f"{key}={value}" for key, value in (params or {}).items()] + list(overrides)
     counts = {}
     for override in OverridesParser.create().parse_overrides(lines):

@@ -14,37 +14,29 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import pynvml
+
 FIELDS = ("utilization_pct", "memory_used_gib", "power_w", "sm_clock_mhz", "temperature_c")
 Sample = Tuple[float, ...]  # (seconds since start, *FIELDS)
 
 
 @functools.lru_cache(maxsize=None)
-def _nvml():
-    import pynvml
-
+def library():
+    """NVML, initialized once per process."""
     pynvml.nvmlInit()
     return pynvml
 
 
-def handle_for_cuda_device(index: int):
-    """The NVML handle of torch's CUDA device `index`."""
-    import torch
-
-    nvml = _nvml()
-    uuid = str(torch.cuda.get_device_properties(index).uuid)
-    return nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-
-
 def driver_version() -> Optional[str]:
     try:
-        return _nvml().nvmlSystemGetDriverVersion()
+        return library().nvmlSystemGetDriverVersion()
     except Exception:  # no NVML library on CPU-only hosts
         return None
 
 
 def read(handle) -> Tuple[float, ...]:
     """One reading of FIELDS; a value the GPU does not report is NaN."""
-    nvml = _nvml()
+    nvml = library()
 
     def get(fn: Callable[[], float]) -> float:
         try:
@@ -64,7 +56,7 @@ def read(handle) -> Tuple[float, ...]:
 def energy_mj(handle) -> Optional[float]:
     """The GPU's NVML energy counter in millijoules (since the driver loaded; Volta and newer),
     or None where the GPU or driver has none."""
-    nvml = _nvml()
+    nvml = library()
     try:
         return float(nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
     except nvml.NVMLError:
@@ -202,7 +194,7 @@ def visible_gpu_count() -> int:
     """The GPUs CUDA would show this process, counted through NVML so that no CUDA context
     (or torch import) is needed: NVML's count, narrowed by CUDA_VISIBLE_DEVICES."""
     try:
-        count = _nvml().nvmlDeviceGetCount()
+        count = library().nvmlDeviceGetCount()
     except Exception:  # no driver or no NVML library: no GPU
         return 0
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -6,6 +6,7 @@ step boundary is marked on the device timeline (a CUDA event, no sync) and the
 marks are read after the window. On a CPU the marks are host clock readings.
 """
 
+import csv
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -20,32 +21,6 @@ class Window:
     """Device time between consecutive step boundaries."""
     wait_s: float = 0.0
     """Host time spent between a step's end and the next step's start: waiting for input."""
-
-
-class DeviceClock:
-    """Step-boundary marks on a device's timeline; host time where there is no device stream."""
-
-    def __init__(self, device_type: str):
-        import torch
-
-        self.cuda = device_type == "cuda"
-        self._torch = torch
-
-    def sync(self) -> None:
-        if self.cuda:
-            self._torch.cuda.synchronize()
-
-    def mark(self) -> Any:
-        if self.cuda:
-            event = self._torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
-
-    def elapsed_ms(self, start: Any, end: Any) -> float:
-        if self.cuda:
-            return start.elapsed_time(end)
-        return (end - start) * 1e3
 
 
 @dataclass
@@ -156,8 +131,6 @@ def window_images_per_sec(windows: Sequence[Window], batch_size: int, world_size
 
 def write_steps_csv(path, per_rank: Sequence[Sequence[Window]]) -> None:
     """Every rank's per-step durations: rank, window, step, duration_ms."""
-    import csv
-
     with open(path, "w", newline="") as f:
         out = csv.writer(f)
         out.writerow(("rank", "window", "step", "duration_ms"))

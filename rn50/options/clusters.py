@@ -5,31 +5,44 @@ A class says how a run's processes start:
 
 - check(cfg): compose-time checks of its keys (ConfigError, one line naming the key);
 - rank_env: the variables of this process's rank and the world size its starter sets, or None
-  where rn50 starts the ranks itself (rn50/launcher/pool.py);
+  where rn50 starts the ranks itself (rn50/pool.py);
 - in_task(): whether this process is a task the cluster's scheduler started, whose failure must
   end it visibly (SLURM);
 - requeued(): whether the scheduler has requeued this task's job while it ran, so that whatever
   broke as it was stopped is no failure: the job starts again and goes on with its run (SLURM);
-- submit(cfg, out, config_hash, argv): hand the run to the cluster's scheduler from here and wait
-  for it (SLURM, outside a task); its metrics, or None where this process runs a rank itself;
+- submits(): whether `python -m rn50` here hands the run to the cluster's scheduler and waits for
+  it (SLURM, outside a task: rn50/launcher/slurm_jobs.py) rather than running a rank itself;
 - dry_run(cfg, overrides): what dry_run=true prints;
 - environment(requeue): the Lightning cluster environment of each rank;
 - join(backend, device_id): torch's default process group, as Lightning's DDP would start it.
 
-Torch and Lightning are imported only inside the calls that need them: the launcher builds these
-objects too. Adding a cluster is one YAML file and one class, as for data pipelines.
+The launcher builds these objects too, so this module imports neither torch nor Lightning: what a
+rank needs of a cluster (its Lightning environment, its process group) is built by
+rn50/distributed/environments.py, reached by `in_rank()`. Adding a cluster is one YAML file and
+one class, as for data pipelines.
 """
 
 import os
 import shlex
 import uuid
-from pathlib import Path
 from typing import List, Optional, Tuple
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from rn50.options import components
+from rn50.config.schema import _positive, dist_name
 from rn50.errors import ConfigError
+from rn50.options import components
+from rn50.pool import POOL_ENV
+from rn50.slurm import sbatch as slurm
+
+
+def in_rank():
+    """The rank half of the clusters (rn50/distributed/environments.py): Lightning and torch.distributed."""
+    from rn50.distributed import environments  # deferred: only a rank imports torch; the launcher builds clusters too
+
+    return environments
 
 
 def of(cfg: DictConfig) -> "Cluster":
@@ -54,34 +67,25 @@ class Cluster(components.Component):
     def requeued(self) -> bool:
         return False
 
-    def submit(self, cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) -> Optional[dict]:
-        return None
+    def submits(self) -> bool:
+        return False
 
     def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
-        from rn50.config.schema import dist_name
-
         return (f"dist={dist_name(cfg)}: {cfg.dist.gpus_per_node} {cfg.dist.accelerator.value} process(es) on "
                 "this host, kept warm between runs of a sweep")
 
     def environment(self, requeue: bool) -> list:
         """Say who started the ranks: Lightning would otherwise take SLURM's variables over rn50's
         whenever a SLURM allocation surrounds a local run."""
-        from pytorch_lightning.plugins.environments import LightningEnvironment
-
-        from rn50.launcher.pool import POOL_ENV
-
-        return [LightningEnvironment()] if POOL_ENV in os.environ else []
+        return in_rank().started_by_rn50() if POOL_ENV in os.environ else []
 
     def join(self, backend: str, device_id) -> None:
         """From the env:// variables (RANK, WORLD_SIZE, MASTER_*) that rn50's pool and torchrun set."""
-        import torch.distributed as dist
-        from torch.distributed.constants import default_pg_timeout
-
-        dist.init_process_group(backend, timeout=default_pg_timeout, device_id=device_id)
+        in_rank().join_from_env(backend, device_id)
 
 
 class Local(Cluster):
-    """One process per device on this host, started and kept warm by rn50 (rn50/launcher/pool.py)."""
+    """One process per device on this host, started and kept warm by rn50 (rn50/pool.py)."""
 
     name = "local"
 
@@ -101,8 +105,6 @@ class Torchrun(Cluster):
 
     def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
         """Each node's torchrun command."""
-        from rn50.config.schema import dist_name
-
         name, nodes, per_node = dist_name(cfg), cfg.dist.nodes, cfg.dist.gpus_per_node
         args = [o for o in overrides if not o.startswith(("dry_run=", "cluster="))]
         command = shlex.join([
@@ -116,22 +118,18 @@ class Torchrun(Cluster):
         return "\n".join(lines + [f"node {i}: {command}" for i in range(nodes)])
 
     def environment(self, requeue: bool) -> list:
-        from pytorch_lightning.plugins.environments import TorchElasticEnvironment
-
-        return [TorchElasticEnvironment()] if TorchElasticEnvironment.detect() else super().environment(requeue)
+        return in_rank().torchrun() or super().environment(requeue)
 
 
 class Slurm(Cluster):
     """One SLURM job per run, a task per device. Run from a login node, `python -m rn50 cluster=slurm`
-    submits the job itself (rn50/slurm/jobs.py; a --multirun's jobs: hydra_plugins/rn50_slurm); run by
+    submits the job itself (rn50/launcher/slurm_jobs.py; a --multirun's jobs: hydra_plugins/rn50_slurm); run by
     srun, as each of the job's tasks is, it is one rank."""
 
     name, rank_env = "slurm", ("SLURM_PROCID", "SLURM_NTASKS")
     starter, start_hint = "SLURM", "submit with `python -m rn50 cluster=slurm` from a host with sbatch"
 
     def check(self, cfg: DictConfig) -> None:
-        from rn50.config.schema import _positive
-
         _positive(cfg, "cluster.timeout_min", "use a time limit of 1 minute or more")
         if cfg.cluster.cpus_per_task is not None:
             _positive(cfg, "cluster.cpus_per_task", "use 1 or more, or null for SLURM's default")
@@ -146,46 +144,27 @@ class Slurm(Cluster):
     def requeued(self) -> bool:
         """`scontrol requeue` or a preemption stops a job with SIGTERM, as scancel does, but counts
         a restart first: the job's count has gone past the one this start was given."""
-        from rn50.slurm.jobs import restarts
-
         if not self.in_task():
             return False
-        now = restarts(os.environ.get("SLURM_JOB_ID", ""))
+        now = slurm.restarts(os.environ.get("SLURM_JOB_ID", ""))
         return now is not None and now > int(os.environ.get("SLURM_RESTART_COUNT") or 0)
 
-    def submit(self, cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) -> Optional[dict]:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        from rn50.slurm import jobs as slurm_jobs
-
+    def submits(self) -> bool:
+        """Outside a task (a login node, a batch script): one job for the run."""
         if self.in_task():
-            return None
+            return False
         if HydraConfig.get().mode == RunMode.MULTIRUN:  # hydra/launcher was overridden
             raise ConfigError("cluster=slurm in a --multirun needs rn50's SLURM launcher; leave "
                               "hydra/launcher as conf/cluster/slurm.yaml sets it")
-        return slurm_jobs.submit_run(cfg, out, config_hash, argv)
+        return True
 
     def dry_run(self, cfg: DictConfig, overrides: List[str]) -> str:
-        from rn50.slurm import sbatch as slurm
-
         return f"sbatch {slurm.describe(slurm.resources(cfg, slurm.launcher_params()))}"
 
     def environment(self, requeue: bool) -> list:
         """A benchmark is not resumed; a train=accuracy run is requeued on REQUEUE_SIGNAL and resumes."""
-        from pytorch_lightning.plugins.environments import SLURMEnvironment
-
-        from rn50.rank.run import REQUEUE_SIGNAL
-
-        return [SLURMEnvironment(auto_requeue=requeue, requeue_signal=REQUEUE_SIGNAL)]
+        return [in_rank().slurm(requeue)]
 
     def join(self, backend: str, device_id) -> None:
         """From SLURM's variables, read as Lightning's SLURM environment reads them."""
-        import torch.distributed as dist
-        from pytorch_lightning.plugins.environments import SLURMEnvironment
-        from torch.distributed.constants import default_pg_timeout
-
-        env = SLURMEnvironment(auto_requeue=False)
-        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = env.main_address, str(env.main_port)
-        dist.init_process_group(backend, rank=env.global_rank(), world_size=env.world_size(),
-                                timeout=default_pg_timeout, device_id=device_id)
+        in_rank().join_from_slurm(backend, device_id)

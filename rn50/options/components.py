@@ -4,6 +4,8 @@ instantiate builds it from the option's keys. Data pipelines (rn50/options/pipel
 
 from typing import Any, Optional
 
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from rn50.errors import ConfigError
@@ -24,9 +26,6 @@ class Component:
 
 def of(cfg: DictConfig, group: str, example: str, noun: str):
     """The object of cfg.<group>'s option; its class's `name`, where set, must be <group>.name."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
     node = cfg[group]
     try:
         obj = instantiate(node, _convert_="none")

@@ -9,14 +9,15 @@ schema where it has keys of its own, as amp_static's loss_scale). A class says:
 - tf32: whether cuBLAS and cuDNN may use TF32; peak: the column of conf/mfu/peaks.yaml that MFU
   divides by.
 
-This module imports torch and Lightning only inside the calls that need them: the launcher builds
-these objects too. Adding a precision is one YAML file and one class, as for data pipelines.
+The launcher builds these objects too, so this module imports neither torch nor Lightning: the
+plugins and scalers a rank needs come from rn50/recipe/precision.py, reached by `in_rank()`. Adding a precision is one YAML file and one class, as for data pipelines.
 """
 
 from typing import Any, Optional
 
 from omegaconf import DictConfig
 
+from rn50.config.schema import _positive
 from rn50.options import components
 from rn50.errors import ConfigError
 
@@ -30,12 +31,11 @@ def of(cfg: DictConfig) -> "Precision":
     return components.of(cfg, "precision", "rn50.options.precision.Amp", "precision")
 
 
-def set_math_mode(tf32: bool) -> None:
-    """Whether cuBLAS and cuDNN may run fp32 matmuls and convolutions in TF32."""
-    import torch
+def in_rank():
+    """The rank half of the precisions (rn50/recipe/precision.py): Lightning's plugins, torch's scalers."""
+    from rn50.recipe import precision  # deferred: only a rank imports torch; the launcher builds precisions too
 
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    return precision
 
 
 class Precision(components.Component):
@@ -51,9 +51,7 @@ class Precision(components.Component):
         return None
 
     def plugin(self, device_type: str):
-        from pytorch_lightning.plugins.precision import Precision as FullPrecision
-
-        return FullPrecision()
+        return in_rank().full()
 
 
 class Fp32(Precision):
@@ -72,14 +70,10 @@ class Amp(Precision):
     name, autocast, peak = "amp", "float16", "fp16"
 
     def scaler(self, device_type: str):
-        from rn50.recipe.scalers import GradScaler
-
-        return GradScaler(device_type)
+        return in_rank().GradScaler(device_type)
 
     def plugin(self, device_type: str):
-        from pytorch_lightning.plugins.precision import MixedPrecision
-
-        return MixedPrecision("16-mixed", device_type, self.scaler(device_type))
+        return in_rank().mixed("16-mixed", device_type, self.scaler(device_type))
 
 
 class AmpStatic(Amp):
@@ -91,17 +85,13 @@ class AmpStatic(Amp):
         self.loss_scale = loss_scale
 
     def check(self, cfg: DictConfig) -> None:
-        from rn50.config.schema import _positive
-
         _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
         if cfg.precision.loss_scale > FP16_MAX:  # every scaled fp16 gradient would overflow: no step is taken
             raise ConfigError(f"precision.loss_scale={cfg.precision.loss_scale:g} is out of range: above fp16's largest "
                               f"value ({FP16_MAX:g}) every step overflows and is skipped; use e.g. 1024")
 
     def scaler(self, device_type: str):
-        from rn50.recipe.scalers import StaticGradScaler
-
-        return StaticGradScaler(device_type, init_scale=self.loss_scale)
+        return in_rank().StaticGradScaler(device_type, init_scale=self.loss_scale)
 
 
 class Bf16(Precision):
@@ -110,6 +100,4 @@ class Bf16(Precision):
     name, autocast, peak = "bf16", "bfloat16", "bf16"
 
     def plugin(self, device_type: str):
-        from pytorch_lightning.plugins.precision import MixedPrecision
-
-        return MixedPrecision("bf16-mixed", device_type)
+        return in_rank().mixed("bf16-mixed", device_type)

@@ -10,8 +10,9 @@ pytorch's wait/warmup/active, ncu's steps/executable/metrics). A class answers:
 - launcher(cfg, config_yaml, out): None, or the call that runs the ranks under the profiler's own
   process (ncu starts the one rank itself).
 
-Torch and Lightning are imported only inside the calls that need them: the launcher builds these
-objects too. Adding a profiler is one YAML file and one class, as for data pipelines.
+The launcher builds these objects too, so this module imports neither torch nor Lightning: the
+callbacks a rank adds come from rn50/profiling/, reached by `in_rank()`; ncu's launcher side
+(rn50/profiling/ncu.py) imports neither. Adding a profiler is one YAML file and one class, as for data pipelines.
 """
 
 from pathlib import Path
@@ -19,12 +20,26 @@ from typing import Callable, List, Optional
 
 from omegaconf import DictConfig
 
-from rn50.options import components
+from rn50.config.schema import _positive
+from rn50.options import clusters, components
+from rn50.profiling import ncu
+
+
+def in_rank():
+    """The rank half of the profilers (rn50/profiling/): torch.profiler's, Lightning's and ncu's range."""
+    from rn50.profiling import ncu_range, torch_profile  # deferred: only a rank imports torch; the launcher builds profilers too
+
+    return ncu_range, torch_profile
 
 
 def of(cfg: DictConfig) -> "Profiler":
     """The run's profiler object, built from cfg.profiler's `_target_`."""
     return components.of(cfg, "profiler", "rn50.options.profilers.PyTorch", "profiler")
+
+
+def profiled_steps(cfg: DictConfig) -> int:
+    """Steps a profiler adds after the measured windows, so the throughput window is never profiled."""
+    return of(cfg).steps(cfg)
 
 
 class Profiler(components.Component):
@@ -60,9 +75,7 @@ class Simple(Profiler):
     name = "simple"
 
     def lightning_profiler(self, out: Path):
-        from pytorch_lightning.profilers import SimpleProfiler
-
-        return SimpleProfiler(dirpath=out, filename="profiler")
+        return in_rank()[1].simple(out)
 
 
 class PyTorch(Profiler):
@@ -71,8 +84,6 @@ class PyTorch(Profiler):
     name = "pytorch"
 
     def check(self, cfg: DictConfig) -> None:
-        from rn50.config.schema import _positive
-
         _positive(cfg, "profiler.wait", "use 0 or more steps", 0)
         _positive(cfg, "profiler.warmup", "use 0 or more steps", 0)
         _positive(cfg, "profiler.active", "use 1 or more recorded steps")
@@ -82,9 +93,7 @@ class PyTorch(Profiler):
         return p.wait + p.warmup + p.active
 
     def callbacks(self, cfg: DictConfig, first_step: int, device_type: str, out: Path) -> List:
-        from rn50.profiling.torch_profile import TorchProfile
-
-        return [TorchProfile(cfg.profiler, first_step, device_type, out)]
+        return [in_rank()[1].TorchProfile(cfg.profiler, first_step, device_type, out)]
 
 
 class Ncu(Profiler):
@@ -93,24 +102,16 @@ class Ncu(Profiler):
     name, starts_ranks = "ncu", True
 
     def check(self, cfg: DictConfig) -> None:
-        from rn50.config.schema import _positive
-
         _positive(cfg, "profiler.steps", "use 1 or more profiled steps")
 
     def preflight(self, cfg: DictConfig) -> None:
-        from rn50.profiling import ncu
-
-        ncu.preflight(cfg)
+        ncu.preflight(cfg, started_elsewhere=clusters.of(cfg).rank_env is not None)
 
     def steps(self, cfg: DictConfig) -> int:
         return cfg.profiler.steps
 
     def callbacks(self, cfg: DictConfig, first_step: int, device_type: str, out: Path) -> List:
-        from rn50.profiling.ncu_range import NcuRange
-
-        return [NcuRange(first_step, cfg.profiler.steps)]
+        return [in_rank()[0].NcuRange(first_step, cfg.profiler.steps)]
 
     def launcher(self, cfg: DictConfig, config_yaml: str, out: Path) -> Optional[Callable[[], list]]:
-        from rn50.profiling import ncu
-
         return lambda: ncu.run(cfg, config_yaml, out)

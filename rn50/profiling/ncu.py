@@ -18,8 +18,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from omegaconf import DictConfig
 
 from rn50.errors import ConfigError, RunFailed
-from rn50.options import clusters
-from rn50.launcher import pool
+from rn50 import pool
 from rn50.config.schema import Accelerator, dist_name
 
 log = logging.getLogger(__name__)
@@ -35,8 +34,9 @@ PERMISSION_FIX = (
 )
 
 
-def preflight(cfg: DictConfig) -> None:
-    """ncu must be installed, and the run must be one process on a GPU; ConfigError otherwise."""
+def preflight(cfg: DictConfig, started_elsewhere: bool = False) -> None:
+    """ncu must be installed, and the run must be one process on a GPU that rn50 starts (not
+    started_elsewhere, by another cluster's starter); ConfigError otherwise."""
     exe = cfg.profiler.executable
     if shutil.which(exe) is None:
         raise ConfigError(
@@ -44,7 +44,7 @@ def preflight(cfg: DictConfig) -> None:
             f"{' on PATH' if '/' not in exe else ''}; install Nsight Compute or set "
             "profiler.executable=/path/to/ncu"
         )
-    if clusters.of(cfg).rank_env is not None:  # another starter's processes: ncu must start its own
+    if started_elsewhere:  # another starter's processes: ncu must start its own
         raise ConfigError(
             f"cluster={cfg.cluster.name}: profiler=ncu starts its one process under ncu itself; "
             "use cluster=local (the default) on a GPU host"

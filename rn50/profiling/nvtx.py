@@ -9,6 +9,7 @@ stay on in measured runs (profiler.nvtx=false turns them off to check that claim
 from typing import Callable, List, Optional
 
 import pytorch_lightning as pl
+import torch.cuda.nvtx
 
 
 class NvtxRanges(pl.Callback):
@@ -16,8 +17,6 @@ class NvtxRanges(pl.Callback):
 
     def __init__(self, push: Optional[Callable[[str], object]] = None, pop: Optional[Callable[[], object]] = None):
         if push is None or pop is None:
-            import torch.cuda.nvtx
-
             push, pop = torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
         self._push, self._pop = push, pop
         self._open: List[str] = []  # innermost last

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 import pytorch_lightning as pl
+from pytorch_lightning.profilers import SimpleProfiler
 import torch
 import torch.profiler
 from torch.autograd import DeviceType
@@ -220,3 +221,8 @@ class TorchProfile(pl.Callback):
         write_table(table, kernel_table(work))
         self._metrics = summarize(work, step_window(events))
         self._files = [trace, table]
+
+
+def simple(out: Path) -> SimpleProfiler:
+    """profiler=simple: Lightning's SimpleProfiler, its time per hook written to out/profiler*.txt."""
+    return SimpleProfiler(dirpath=out, filename="profiler")

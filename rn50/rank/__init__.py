@@ -1,3 +1,4 @@
-"""The rank process (python -m rn50.rank, or this process under torchrun and SLURM): it imports
-torch and Lightning, joins the others, builds the model, data and Trainer (run), trains for
-accuracy (training), searches a batch size (batch_search) and tells a lost peer (peers)."""
+"""The rank process (python -m rn50.rank, or this process under torchrun and SLURM: here). It
+imports torch and Lightning: a throughput run (run) with the Trainer every run builds (trainer)
+and the callback that times its windows (throughput), train=accuracy's run (training), the
+batch search of data.batch_size=auto (batch_search) and the progress line (progress)."""

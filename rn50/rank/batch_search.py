@@ -21,15 +21,23 @@ dimension dynamic; the run then compiles for the chosen batch alone.
 import csv
 import gc
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Union
 
-from rn50.options import clusters
+import torch
+import torch.distributed as dist
+
+from rn50.options import clusters, precision
+from rn50.config.compilation import CAPTURING_MODES, compile_mode
+from rn50.recipe import optimizers
+from rn50.recipe.model import configure_inductor
+from rn50.recipe.train_step import build_train_step
 from rn50.console import terminal
 from rn50.errors import Rn50Error, failure_kind
 from rn50.measure.meter import Meter
-from rn50.config.schema import AUTO_BATCH
+from rn50.config.schema import is_auto
 
 log = logging.getLogger("rn50")
 
@@ -178,13 +186,6 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
     each batch's memory after its probe; it returns OOM (and frees what it can) when the batch
     does not fit. `probe.close()` frees the network and the compiled graphs.
     """
-    import torch
-
-    from rn50.recipe import optimizers
-    from rn50.options import precision
-    from rn50.tools.baseline import build_train_step
-    from rn50.options.compilation import CAPTURING_MODES, compile_mode, configure_inductor
-
     mode = compile_mode(cfg.model)
     configure_inductor(cfg.model.autotune_pointwise, cfg.model.autotune_coordinate_descent)
     fused = optimizers.fused_default(cfg.optim, device.type)
@@ -220,10 +221,9 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
         except Exception as exc:
             if not is_oom(exc):
                 raise
-            if mode in CAPTURING_MODES:  # a recording cut short: record afresh, keep the compiled code
-                from torch._inductor.cudagraph_trees import reset_cudagraph_trees
-
-                reset_cudagraph_trees()
+            trees = sys.modules.get("torch._inductor.cudagraph_trees")  # loaded by the compiled step's recording
+            if mode in CAPTURING_MODES and trees is not None:  # a recording cut short: record afresh, keep the code
+                trees.reset_cudagraph_trees()
             return OOM
         finally:
             images = labels = None
@@ -241,10 +241,6 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
     return probe
 
 
-def is_auto(cfg) -> bool:
-    return cfg.data.batch_size == AUTO_BATCH
-
-
 def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None) -> Optional[SearchResult]:
     """For data.batch_size=auto: search on this rank's device and set cfg.data.batch_size to the
     batch found. None (and nothing changed) for a fixed batch.
@@ -254,8 +250,6 @@ def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None) -
     """
     if not is_auto(cfg):
         return None
-    import torch
-
     device = local_device(device_type)
     if cfg.dist.nodes * cfg.dist.gpus_per_node > 1:
         join_ranks(cfg, device)
@@ -294,8 +288,6 @@ def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None) -
 
 def local_device(device_type: str):
     """The device this rank trains on, which rn50/rank/run.py made current as Lightning will pick it."""
-    import torch
-
     if device_type != "cuda":
         return torch.device("cpu")
     return torch.device("cuda", torch.cuda.current_device())
@@ -305,8 +297,6 @@ def join_ranks(cfg, device) -> None:
     """Initialize the default process group as Lightning's DDP strategy would (the same cluster
     environment, backend and timeout), so the ranks can agree before the Trainer exists.
     Lightning finds the group initialized and uses it."""
-    import torch.distributed as dist
-
     if dist.is_initialized():
         return
     cuda = device.type == "cuda"
@@ -316,8 +306,6 @@ def join_ranks(cfg, device) -> None:
 
 def agree_on_batch(batch: int) -> int:
     """Rank 0's batch on every rank when a process group is up; this rank's batch otherwise."""
-    import torch.distributed as dist
-
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return batch
     chosen = [batch]

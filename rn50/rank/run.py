@@ -1,6 +1,6 @@
 """One rank of a run: build the model and data, fit, measure; rank 0 gathers every rank's result.
 
-cluster=local: the launcher (rn50/launcher/pool.py) keeps these processes warm, `python -m rn50.rank
+cluster=local: the launcher (rn50/pool.py) keeps these processes warm, `python -m rn50.rank
 --serve`, and sends them one run after another. Under torchrun and SLURM, `python -m rn50`
 is a rank itself and calls `run_rank`. Either way a rank never touches MLflow: rank 0
 returns the RankResults, and whoever owns the run records them (rn50/results/summary.py).
@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import traceback
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import List, Optional
 
@@ -23,108 +24,29 @@ import torch
 
 from rn50 import console
 from rn50.rank import batch_search
-from rn50.options import clusters
-from rn50.data import modules as data
 from rn50.measure import environment
-from rn50.measure import mfu
 from rn50.recipe import optimizers
-from rn50.rank import peers
+from rn50.distributed import peers
 from rn50.options import pipelines
 from rn50.options import precision
-from rn50.options import profilers
+from rn50.recipe.precision import set_math_mode
 from rn50.errors import failure_kind, error_line
-from rn50.recipe.model import ResNetModule
-from rn50.profiling.nvtx import NvtxRanges
-from rn50.launcher.pool import POOL_ENV, rank_log
+from rn50.recipe.model import ResNetModule, flops_per_image
+from rn50.pool import POOL_ENV, rank_log
 from rn50.rank.progress import Progress
 from rn50.results.summary import RankResult
-from rn50.config.schema import Accelerator, TrainName, profiled_steps, typed
-from rn50.measure.throughput import ThroughputCallback
+from rn50.config.schema import Accelerator, TrainName
+from rn50.options.profilers import profiled_steps
+from rn50.config.typed import typed
+from rn50.rank import trainer, training
+from rn50.rank.throughput import ThroughputCallback
+from rn50.rank.trainer import build_trainer, local_gpu, profiling_callbacks
 
 environment.set_cuda_connections()  # before this rank makes its CUDA context
 
 
 def load_config(text: str):
     return typed(text)
-
-
-def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path) -> list:
-    """NVTX ranges on GPUs, and the profiler of the steps from first_step on (after the measured windows)."""
-    callbacks = []
-    if cfg.profiler.nvtx and device_type == "cuda":
-        callbacks.append(NvtxRanges())
-    return callbacks + profilers.of(cfg).callbacks(cfg, first_step, device_type, out)
-
-
-def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False) -> dict:
-    """The Trainer arguments of every run: devices, strategy, precision, cluster environment."""
-    world = cfg.dist.nodes * cfg.dist.gpus_per_node
-    return dict(
-        accelerator="gpu" if device_type == "cuda" else "cpu",
-        devices=cfg.dist.gpus_per_node,
-        num_nodes=cfg.dist.nodes,
-        strategy=peers.RosterDDP(gradient_as_bucket_view=True) if world > 1 else "auto",
-        plugins=[precision.of(cfg).plugin(device_type),
-                 *cluster_environment(cfg, requeue)],
-        benchmark=True,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        use_distributed_sampler=False,
-        default_root_dir=out,
-    )
-
-
-def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out: Path) -> pl.Trainer:
-    trainer = pl.Trainer(
-        **trainer_args(cfg, device_type, out),
-        max_steps=total_steps,
-        callbacks=callbacks,
-        profiler=profilers.of(cfg).lightning_profiler(out),
-        enable_checkpointing=False,
-        limit_val_batches=0,
-    )
-    skip_sigterm_broadcast(trainer)
-    return trainer
-
-
-# Lightning's default: SLURM sends it ahead of the time limit (--signal in conf/train/accuracy.yaml).
-REQUEUE_SIGNAL = signal.SIGUSR1
-
-
-def cluster_environment(cfg, requeue: bool = False) -> list:
-    """Say who started the ranks (rn50/options/clusters.py). requeue: a train=accuracy run, which SLURM
-    requeues on REQUEUE_SIGNAL and which resumes from its checkpoint."""
-    return clusters.of(cfg).environment(requeue)
-
-
-def local_gpu(cfg) -> int:
-    """This rank's GPU index as Lightning picks it: the local rank its cluster environment reads
-    (LOCAL_RANK in rn50's pool and under torchrun, SLURM_LOCALID under SLURM); 0 alone."""
-    envs = cluster_environment(cfg)
-    return envs[0].local_rank() if envs else 0
-
-
-STARTED_BY_RN50 = False  # python -m rn50.rank: a process of rn50's pool, or one a profiler started
-
-
-def skip_sigterm_broadcast(trainer: pl.Trainer) -> None:
-    """Lightning 2.6 broadcasts a SIGTERM flag and reads it back on the host every DDP step
-    (Lightning #21487), a device sync inside the measured window, and broadcasts again from its
-    SIGTERM handler, which can pair with another rank's collective and hang. rn50's launchers
-    stop all ranks together (the pool, torchrun, srun, SLURM's requeue), so both broadcasts go.
-
-    A rank of rn50's own pool gets no Lightning handler at all: SIGTERM ends it at once. Under
-    torchrun and SLURM, SIGTERM only sets the flag that stops the loop at the next step."""
-    loop = trainer.fit_loop.epoch_loop
-    if hasattr(loop, "_broadcast_sigterm_tensor"):
-        loop._broadcast_sigterm_tensor = lambda: None
-    connector = trainer._signal_connector
-    if STARTED_BY_RN50:
-        connector.register_signal_handlers = lambda: None
-    elif hasattr(connector, "_sigterm_notifier_fn"):
-        connector._sigterm_notifier_fn = lambda signum, frame: setattr(connector, "received_sigterm", True)
 
 
 def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
@@ -136,8 +58,6 @@ def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     # weights on, so no work crosses streams unordered.
     with pipelines.of(cfg).training_stream(cfg):
         if cfg.train.name == TrainName.accuracy:
-            from rn50.rank import training
-
             return training.run_rank(cfg, out)
         return measure_rank(cfg, out)
 
@@ -145,7 +65,7 @@ def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
 def measure_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     """A throughput run's rank: warm-up, the timed windows, then the profilers."""
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
-    precision.set_math_mode(precision.of(cfg).tf32)
+    set_math_mode(precision.of(cfg).tf32)
     search = batch_search.resolve_auto_batch(cfg, device_type)  # data.batch_size=auto: sets the batch
     pl.seed_everything(cfg.seed, verbose=False)
     model = ResNetModule(cfg.model, cfg.optim, optimizers.fused_default(cfg.optim, device_type))
@@ -158,7 +78,7 @@ def measure_rank(cfg, out: Path) -> Optional[List[RankResult]]:
                         total_after=profiled_steps(cfg))
     trainer = build_trainer(cfg, device_type, [throughput, progress, *extras],
                             first_profiled + profiled_steps(cfg), out)
-    trainer.fit(model, datamodule=data.build(cfg))
+    trainer.fit(model, datamodule=pipelines.build(cfg))
     ranks = throughput.ranks
     if ranks is None:
         return None
@@ -170,7 +90,7 @@ def measure_rank(cfg, out: Path) -> Optional[List[RankResult]]:
         zero.files.append(batch_search.write_csv(out / "batch_search.csv", search))
     zero.env_tags = {**environment.software_tags(), **environment.gpu_tags(device_type),
                      "accelerator": device_type}
-    zero.flops_per_image = mfu.flops_per_image(cfg.model.arch.value, cfg.model.num_classes, cfg.data.image_size)
+    zero.flops_per_image = flops_per_image(cfg.model.arch.value, cfg.model.num_classes, cfg.data.image_size)
     for callback in extras:  # what the profilers measured and wrote
         zero.metrics.update(getattr(callback, "metrics", dict)())
         zero.files += getattr(callback, "artifacts", list)()
@@ -192,10 +112,9 @@ def release_memory() -> None:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
-    if "nvidia.dali" in sys.modules:  # DALI keeps its own device and pinned-memory pools
-        from nvidia.dali.backend import ReleaseUnusedMemory
-
-        ReleaseUnusedMemory()
+    dali = sys.modules.get("rn50.data.dali")  # loaded by an earlier data=dali run: DALI keeps its own pools
+    if dali is not None:
+        dali.release_memory()
 
 
 def failure(exc: BaseException, cfg, log: Optional[Path]) -> tuple:
@@ -240,8 +159,6 @@ def exit_with_parent(poll_s: float = 1.0) -> None:
 
 def serve(fd: int) -> None:
     """A pool rank: warm up, then run each task the launcher sends until it says stop."""
-    from multiprocessing.connection import Connection
-
     conn = Connection(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher owns Ctrl-C and stops the ranks
 
@@ -282,8 +199,7 @@ def main(argv=None) -> None:
     parser.add_argument("--result", help="where --task writes its pickled reply")
     args = parser.parse_args(argv)
     console.quiet()
-    global STARTED_BY_RN50
-    STARTED_BY_RN50 = True
+    trainer.started_by_rn50()
     exit_with_parent()
     if args.serve:
         serve(int(os.environ[POOL_ENV]))

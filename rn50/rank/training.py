@@ -16,14 +16,16 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from rn50.data import modules as data
+from rn50.options import pipelines
 from rn50.measure import environment
 from rn50.recipe import optimizers
 from rn50.options import precision
+from rn50.recipe.precision import set_math_mode
 from rn50.results import resume
 from rn50.recipe import scalers
 from rn50.errors import Requeued
 from rn50.rank.progress import EpochProgress
+from rn50.rank.trainer import skip_sigterm_broadcast, trainer_args
 from rn50.recipe.accuracy_module import AccuracyModule
 from rn50.results.summary import RankResult
 from rn50.config.schema import Accelerator
@@ -188,15 +190,13 @@ def checkpoint_to_load(cfg, out: Path) -> Optional[str]:
 
 def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     """This rank's part of an accuracy run; rank 0 returns [its RankResult], the others None."""
-    from rn50.rank.run import skip_sigterm_broadcast, trainer_args  # shared with throughput runs
-
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
-    precision.set_math_mode(precision.of(cfg).tf32)
+    set_math_mode(precision.of(cfg).tf32)
     pl.seed_everything(cfg.seed, verbose=False)
     world = cfg.dist.nodes * cfg.dist.gpus_per_node
     global_batch = cfg.data.batch_size * world
     fused = optimizers.fused_default(cfg.optim, device_type)
-    datamodule = data.build(cfg)
+    datamodule = pipelines.build(cfg)
     model = AccuracyModule(cfg.model, cfg.optim, cfg.train, global_batch, datamodule.steps_per_epoch(world), fused)
     t = cfg.train
     record = EpochRecord(cfg.seed, t.epochs, t.eval_every_epochs, t.target_top1, global_batch, out)

@@ -1,17 +1,38 @@
 """ResNet classifier trained with cross-entropy and optim.name's optimizer, as torchvision builds it."""
 
+import functools
+
 import pytorch_lightning as pl
 import torch
+import torch._inductor.config as inductor  # Lightning imports inductor anyway: this costs a rank nothing more
 import torchvision
+from lightning_fabric.utilities.throughput import measure_flops
 from torch import nn
 
+from rn50.config.compilation import compile_mode
 from rn50.recipe import optimizers
-from rn50.options.compilation import compile_mode, configure_inductor
 
 
 def build_network(arch: str, num_classes: int, channels_last: bool) -> nn.Module:
     net = getattr(torchvision.models, arch)(weights=None, num_classes=num_classes)
     return net.to(memory_format=torch.channels_last) if channels_last else net
+
+
+def configure_inductor(autotune_pointwise: bool, autotune_coordinate_descent: bool) -> None:
+    """Inductor's process-wide settings for the next compile. Set either way, since a warm rank
+    (rn50/pool.py) compiles the next sweep point in the same process."""
+    inductor.max_autotune_pointwise = bool(autotune_pointwise)
+    inductor.coordinate_descent_tuning = bool(autotune_coordinate_descent)
+
+
+@functools.lru_cache(maxsize=None)  # a warm rank counts each network once
+def flops_per_image(arch: str, num_classes: int, image_size: int) -> float:
+    """Forward plus backward FLOPs of one image, counted by Lightning on the meta device."""
+    batch = 2
+    with torch.device("meta"):
+        net = getattr(torchvision.models, arch)(weights=None, num_classes=num_classes)
+        images = torch.empty(batch, 3, image_size, image_size)
+    return measure_flops(net, lambda: net(images), lambda out: out.sum()) / batch
 
 
 class ResNetModule(pl.LightningModule):

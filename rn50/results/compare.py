@@ -18,9 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Tuple
 
+from rn50.config import keys
+from rn50.point.identity import MOVED_KEYS
 from rn50.results import report
 from rn50.tracking import store as tracking
-from rn50.errors import Rn50Error, reported
+from rn50.errors import Rn50Error
+from rn50.config.messages import reported
 
 PROG = "rn50.compare"
 # Keys that do not change images/sec: where it was logged and launched from, telemetry, the MFU
@@ -55,8 +58,6 @@ class Point:
 def setup_key(run, keys: frozenset) -> str:
     """The run's setup: its params of `keys`; an option's own key (precision.loss_scale) counts
     even where absent, since only the runs of that option have it."""
-    from rn50.config.schema import MOVED_KEYS
-
     p = run.data.params
     # Runs from before a key moved into an option's schema logged the others' value (None).
     params = {k: p.get(k, str(MOVED_KEYS.get(k, "-"))) for k in keys | option_keys()}
@@ -65,8 +66,6 @@ def setup_key(run, keys: frozenset) -> str:
 
 def option_keys() -> frozenset:
     """Keys that only some options of a group have (rn50/config/schema.py's option schemas)."""
-    from rn50.config import keys
-
     return frozenset(k for k in keys.schema_keys() if k not in keys.base_keys())
 
 
@@ -207,13 +206,9 @@ def markdown(rows, tolerance: float) -> str:
 
 def plot(rows, tolerance: float, path: Path) -> Path:
     """One bar per point from 1.0 to candidate/base; the tolerance band shaded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     colours = {"faster": "tab:green", "slower (regression)": "tab:red", "within noise": "tab:gray", "same": "tab:gray"}
-    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.4 * len(rows)))
+    fig = report.charts().Figure(figsize=(7, 1.2 + 0.4 * len(rows)))
+    ax = fig.subplots()
     ratios = [c.images_per_sec / b.images_per_sec for _, b, c, _ in rows]
     ys = range(len(rows))
     ax.barh(ys, [r - 1 for r in ratios], left=1, color=[colours[v] for *_, v in rows])
@@ -226,7 +221,6 @@ def plot(rows, tolerance: float, path: Path) -> Path:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 

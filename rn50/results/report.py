@@ -18,8 +18,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from rn50.point.identity import current_params, reads_dali_keys
 from rn50.tracking import store as tracking
-from rn50.errors import Rn50Error, reported
+from rn50.errors import Rn50Error
+from rn50.config.messages import reported
 
 ROLE_TAG = tracking.ROLE_TAG
 # Keys that may differ between a point and its 1n1g reference; device, the profile, changes a run
@@ -49,9 +51,9 @@ DEVICE_NAMES = {"cuda": ("GPU", "GPUs"), "cpu": ("process", "CPU processes")}
 
 def setup(params: Dict[str, str], leave_out=NOT_SETUP) -> str:
     """The config that makes a figure, as one string: every param but those under `leave_out`, and
-    data.dali's where the pipeline ignores them (experiment=fastest sets some)."""
-    from rn50.config.schema import reads_dali_keys
-
+    data.dali's where the pipeline ignores them (experiment=fastest sets some). A _target_ logged
+    before issue 28 moved the options' classes reads as today's, so those runs match new ones."""
+    params = current_params(params)
     if not reads_dali_keys(params.get("data._target_"), params.get("data.name")):
         leave_out = (*leave_out, "data.dali.")
     return ";".join(f"{k}={v}" for k, v in sorted(params.items())
@@ -257,15 +259,17 @@ def time_line(rows: List[Dict], sweep_wall_s: float, since_ms: int = 0) -> str:
             "the rest is process start-up, logging and shutdown")
 
 
+def charts():
+    """matplotlib's names for rn50's charts (rn50/results/charts.py), imported when one is drawn."""
+    from rn50.results import charts  # deferred: matplotlib's import takes about a second, which a run's launcher never pays
+
+    return charts
+
+
 def _line_plot(path: Path, lines: Dict[str, list], ideal_to: Optional[int] = None, **axes) -> Path:
     """One line per label through its (x, y) points, saved as a PNG."""
-    import matplotlib
-    import matplotlib.ticker
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = charts().Figure(figsize=(6, 4))
+    ax = fig.subplots()
     if ideal_to:
         ax.plot([1, ideal_to], [1, ideal_to], "k--", label="ideal")
     for label, points in sorted(lines.items()):
@@ -275,12 +279,11 @@ def _line_plot(path: Path, lines: Dict[str, list], ideal_to: Optional[int] = Non
     ax.set(**axes)
     if ticks:  # the values themselves, not 2x10^0 on a log axis
         ax.set_xticks(ticks, [str(t) for t in ticks])
-        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.xaxis.set_minor_locator(charts().NullLocator())
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 

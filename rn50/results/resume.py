@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from rn50.errors import ConfigError
 from rn50.config.schema import TrainName
+from rn50.point.identity import current_params
 
 RUN_FILE = "run.json"
 CHECKPOINT_DIR = "checkpoints"
@@ -65,7 +66,7 @@ def run_to_continue(cfg: DictConfig, out: Path, params: Dict[str, str]) -> Optio
                               "config nor its MLflow run is known; start a new run in another hydra.run.dir")
         return None  # requeued before the first run was even recorded
     before = json.loads(info.read_text())
-    old = before["params"]
+    old = current_params(before["params"])  # a checkpoint's run.json from before issue 28 names its options' old paths
     # Keys only one side has came or went with an rn50 version (data._target_, model.autotune_*):
     # a checkpoint written before them still resumes.
     changed = sorted(k for k in set(old) & set(params) if not k.startswith(MAY_DIFFER) and old[k] != params[k])

@@ -1,5 +1,5 @@
 """cluster=slurm: what each SLURM job asks for, and the checks made before submitting.
-A job's life (its run, submission, waiting) is in rn50/slurm/jobs.py.
+A job's life (its run, submission, waiting) is in rn50/launcher/slurm_jobs.py.
 
 Each job asks for dist.nodes nodes, one task per device and dist.gpus_per_node GPUs
 per node, plus the cluster.* keys and hydra.launcher's (hydra-submitit-launcher's).
@@ -8,11 +8,15 @@ per node, plus the cluster.* keys and hydra.launcher's (hydra-submitit-launcher'
 import contextlib
 import functools
 import os
+import re
+import signal
 import shutil
 import subprocess
 from typing import Any, Dict, Iterator, Optional
 
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+import submitit
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rn50.errors import ConfigError
@@ -20,7 +24,9 @@ from rn50.config.schema import Accelerator, TrainName, dist_name
 
 SUBMITIT_GENERIC = set(OmegaConf.structured(BaseQueueConf).keys())
 SWEEP_FOLDER = BaseQueueConf.submitit_folder  # hydra-submitit-launcher's: under the sweep's directory
-# train=accuracy: seconds before the time limit at which SLURM sends USR1 (rank.REQUEUE_SIGNAL);
+# Lightning's default: SLURM sends it ahead of the time limit (--signal in conf/train/accuracy.yaml).
+REQUEUE_SIGNAL = signal.SIGUSR1
+# train=accuracy: seconds before the time limit at which SLURM sends USR1 (REQUEUE_SIGNAL);
 # an epoch-end checkpoint of ResNet-50 takes seconds, so this leaves room for a slow file system.
 REQUEUE_S = 120
 
@@ -103,8 +109,6 @@ def check_nodes(cfg: DictConfig) -> None:
 def launcher_params() -> Dict[str, Any]:
     """hydra.launcher's keys (hydra-submitit-launcher's, conf/cluster/slurm.yaml), as the launcher
     gets them, for a run that is not a --multirun."""
-    from hydra.core.hydra_config import HydraConfig
-
     launcher = OmegaConf.to_container(HydraConfig.get().launcher, resolve=True)
     return {k: v for k, v in launcher.items() if k != "_target_"}
 
@@ -112,7 +116,6 @@ def launcher_params() -> Dict[str, Any]:
 def submit(launcher: Dict[str, Any], job: Dict[str, Any], fn, *args):
     """fn(*args) as a SLURM job asking for `job` (resources()), in hydra.launcher's submitit folder,
     submitted as from a login node (outside_job); submitit's Job."""
-    import submitit
 
     executor = submitit.AutoExecutor(folder=launcher["submitit_folder"], cluster="slurm",
                                      slurm_max_num_timeout=launcher["max_num_timeout"])
@@ -134,3 +137,14 @@ def outside_job() -> Iterator[None]:
         yield
     finally:
         os.environ.update(job)
+
+
+def restarts(job_id: str) -> Optional[int]:
+    """How often SLURM has requeued the job (scontrol's Restarts), or None where it cannot say."""
+    try:
+        done = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"\bRestarts=(\d+)", done.stdout)
+    return int(found.group(1)) if done.returncode == 0 and found else None

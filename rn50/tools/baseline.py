@@ -20,98 +20,25 @@ import math
 import os
 import statistics
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional, Tuple
+from typing import Callable, Iterator, Optional
 
 import torch
-from torch import nn
+import torch._inductor.config as inductor
+from hydra import compose, initialize_config_dir
 
 from rn50.measure import environment
 from rn50.measure import nvml
+from rn50.measure.device import handle_for_cuda_device
 from rn50.options import pipelines
-from rn50.options.compilation import configure_inductor
-from rn50.errors import one_line
-from rn50.recipe.model import build_network
-from rn50.recipe.optimizers import for_network
-from rn50.options.precision import set_math_mode
-from rn50.recipe.scalers import GradScaler, StaticGradScaler
-from rn50.config.schema import OptimConfig
+from rn50.recipe.model import configure_inductor
+from rn50.config.directory import config_dir
+from rn50.config.messages import one_line
+from rn50.launcher.launch import set_num_classes
+from rn50.point.validate import validate
+from rn50.recipe.precision import set_math_mode
+from rn50.recipe.train_step import PRECISIONS, build_train_step
 
-# rn50's built-in precisions (conf/precision/), written out here: the bare loop shares no framework code.
-PRECISIONS = ["fp32", "tf32", "amp", "amp_static", "bf16"]
-AUTOCAST = {"amp": torch.float16, "amp_static": torch.float16, "bf16": torch.bfloat16}
 COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
-
-
-@dataclass
-class TrainStep:
-    """One training step with rn50's settings and no framework: forward under autocast,
-    cross-entropy, backward (loss-scaled for fp16), fused SGD. Call it with a batch."""
-
-    net: nn.Module
-    """The torchvision network, whose parameters the optimizer holds."""
-    model: nn.Module
-    """What the forward pass calls: the network, wrapped in DDP and compiled where asked."""
-    optimizer: torch.optim.Optimizer
-    scaler: Optional[torch.amp.GradScaler]
-    dtype: Optional[torch.dtype]
-    """The autocast dtype; None runs the forward in fp32/tf32."""
-    device: torch.device
-    channels_last: bool
-    image_size: int
-    num_classes: int
-    criterion: nn.Module = field(default_factory=nn.CrossEntropyLoss)
-
-    def batch(self, batch_size: int, seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
-        """A random batch made on the device, as data=synthetic makes it."""
-        gen = torch.Generator().manual_seed(seed)
-        images = torch.randn(batch_size, 3, self.image_size, self.image_size, generator=gen).to(self.device)
-        if self.channels_last:
-            images = images.contiguous(memory_format=torch.channels_last)
-        return images, torch.randint(0, self.num_classes, (batch_size,), generator=gen).to(self.device)
-
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """One step; its loss, detached (reading it waits for the device)."""
-        with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
-            loss = self.criterion(self.model(images), labels)
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.scaler is None:
-            loss.backward()
-            self.optimizer.step()
-        else:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        return loss.detach()
-
-
-def build_train_step(arch: str, precision, device: torch.device, *, num_classes: int = 1000,
-                     image_size: int = 224, channels_last: bool = True, compile_mode: Optional[str] = None,
-                     fused: Optional[bool] = None, loss_scale: float = 1024.0, optim=None,
-                     ddp: bool = False) -> TrainStep:
-    """rn50's network, precision, layout and optimizer as a bare step. precision is one of
-    PRECISIONS, or a run's precision object (rn50/options/precision.py), whose autocast and scaler it takes.
-    compile_mode None runs eager; fused None means fused SGD on GPUs; ddp wraps the network for an
-    initialized process group."""
-    net = build_network(arch, num_classes, channels_last).to(device)
-    model = net
-    if ddp:
-        model = torch.nn.parallel.DistributedDataParallel(
-            net, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True)
-    if compile_mode is not None:
-        model = torch.compile(model, mode=compile_mode)
-    fused = device.type == "cuda" if fused is None else fused
-    optimizer = for_network(net, optim or OptimConfig(), fused=fused)
-    if not isinstance(precision, str):
-        dtype = getattr(torch, precision.autocast) if precision.autocast else None
-        scaler = precision.scaler(device.type)
-    else:
-        dtype, scaler = AUTOCAST.get(precision), None
-        if precision == "amp":
-            scaler = GradScaler(device.type)
-        elif precision == "amp_static":
-            scaler = StaticGradScaler(device.type, init_scale=loss_scale)
-    return TrainStep(net, model, optimizer, scaler, dtype, device, channels_last, image_size, num_classes)
 
 
 def main(argv=None) -> dict:
@@ -172,8 +99,6 @@ def main(argv=None) -> dict:
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     if args.conv_1x1_as_mm:
-        import torch._inductor.config as inductor
-
         inductor.conv_1x1_as_mm = True
     configure_inductor(args.autotune_pointwise, args.autotune_coordinate_descent)
     options = dict(image_size=args.image_size, channels_last=args.channels_last,
@@ -265,12 +190,6 @@ def proof(edge_losses, scaler, args) -> dict:
 def dali_config(args, device: torch.device):
     """rn50's config of a data=dali run with args' settings and data.dali keys, composed and
     checked as rn50 composes and checks a run."""
-    from hydra import compose, initialize_config_dir
-
-    from rn50.config.directory import config_dir
-    from rn50.launcher.launch import set_num_classes
-    from rn50.config.schema import validate
-
     overrides = ["data=dali", f"data.root={args.data_root}", f"data.batch_size={args.batch_size}",
                  f"data.image_size={args.image_size}", f"precision={args.precision}",
                  f"model.channels_last={args.channels_last}", "mlflow.tracking_uri=unused",
@@ -287,9 +206,7 @@ def dali_config(args, device: torch.device):
 def dali_batches(cfg, device: torch.device, rank: int, world: int) -> Iterator:
     """The config's data=dali pipeline for this rank as an endless stream of (images, labels) in
     the model's dtype and layout on the device."""
-    from rn50.data import modules as data
-
-    return iter(data.build(cfg, endless=True).loader(device, rank, world))
+    return iter(pipelines.build(cfg, endless=True).loader(device, rank, world))
 
 
 def energy_counter(device: torch.device) -> Callable[[], Optional[float]]:
@@ -297,7 +214,7 @@ def energy_counter(device: torch.device) -> Callable[[], Optional[float]]:
     if device.type != "cuda":
         return lambda: None
     try:
-        handle = nvml.handle_for_cuda_device(device.index)
+        handle = handle_for_cuda_device(device.index)
     except Exception:  # no NVML library or driver: no energy figure, the timing still stands
         return lambda: None
     return lambda: nvml.energy_mj(handle)

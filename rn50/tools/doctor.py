@@ -61,7 +61,7 @@ def check_python() -> Check:
 
 def check_torch(need_gpu: bool) -> List[Check]:
     try:
-        import torch
+        torch = importlib.import_module("torch")  # a probe: the doctor reports a torch that does not import
     except Exception as exc:  # a broken CUDA library raises OSError, not ImportError
         fix = ("install the torch build for this node's CUDA (a site module, a container, or a wheel "
                "carried with the wheelhouse)")
@@ -78,8 +78,7 @@ def check_torch(need_gpu: bool) -> List[Check]:
 def _driver() -> tuple:
     """(driver version, highest CUDA version it supports) through NVML, or (None, None)."""
     try:
-        import pynvml
-
+        pynvml = importlib.import_module("pynvml")  # a probe, as for torch
         pynvml.nvmlInit()
         cuda = pynvml.nvmlSystemGetCudaDriverVersion()
         return pynvml.nvmlSystemGetDriverVersion(), f"{cuda // 1000}.{cuda % 1000 // 10}"
@@ -109,8 +108,7 @@ def check_gpus(torch, need_gpu: bool) -> Check:
 
 def check_nccl(torch) -> Check:
     try:
-        import torch.distributed as dist
-
+        dist = importlib.import_module("torch.distributed")  # a probe, as for torch
         if dist.is_available() and dist.is_nccl_available():
             return _ok("nccl", ".".join(str(v) for v in torch.cuda.nccl.version()))
     except Exception as exc:
@@ -130,7 +128,7 @@ def _version_tuple(text: str) -> tuple:
 
 def rn50_requirements() -> List[str]:
     """rn50's run dependencies (no extras): pyproject.toml in a checkout, else the installed metadata."""
-    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"  # the checkout, above rn50/tools/
     if pyproject.is_file():
         text = pyproject.read_text()
         block = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, flags=re.S | re.M)
@@ -156,9 +154,7 @@ def _specifier_check():
 
 def check_rn50() -> Check:
     try:
-        from rn50.config.directory import config_dir
-
-        configs = Path(config_dir())
+        configs = Path(importlib.import_module("rn50.config.directory").config_dir())  # a probe of rn50 itself
         version = metadata.version("rn50") if _has_dist("rn50") else "from a checkout"
     except Exception as exc:
         return _fail("rn50", f"cannot import rn50 ({_first_line(exc)})", FIX_INSTALL)
@@ -211,9 +207,7 @@ def check_dali(need_dali: bool) -> Check:
         return report("dali", f"several DALI flavours installed ({', '.join(flavours)}); they share one package",
                       f"pip uninstall all but nvidia-{wanted}")
     try:
-        import nvidia.dali
-
-        version = nvidia.dali.__version__
+        version = importlib.import_module("nvidia.dali").__version__  # a probe, as for torch
     except Exception as exc:
         return report("dali", f"{flavours[0]} does not import ({_first_line(exc)})",
                       f"reinstall it: pip install 'rn50[{wanted}]'")
@@ -280,9 +274,10 @@ def _check_server(uri: str, fix: str) -> Check:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
     try:
-        from mlflow.tracking import MlflowClient
+        # rn50's own client, under its retry policy, as a run meets the server.
+        from rn50.tracking import store as tracking  # deferred: the doctor runs where omegaconf or mlflow may be missing
 
-        client = MlflowClient(uri)
+        client = tracking.open_client(uri)
         experiment = client.create_experiment(f"rn50-doctor-{uuid.uuid4().hex[:12]}")
         run = client.create_run(experiment)
         client.delete_run(run.info.run_id)

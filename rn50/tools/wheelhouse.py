@@ -23,6 +23,7 @@ import base64
 import hashlib
 import json
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -34,13 +35,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from importlib import metadata
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 PROG = "rn50.wheelhouse"
 PLACEHOLDER = "rn50have"
 DEFAULT_INDEX = "https://pypi.org/simple"
-SOURCE_ROOT = Path(__file__).resolve().parent.parent
+SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the checkout, above rn50/tools/
 # What rn50's wheel is built from: the build runs on a copy, so the checkout gets no build/ folder.
 SOURCE_ITEMS = ("pyproject.toml", "README.md", "rn50", "conf", "hydra_plugins")
 MB = 1_000_000
@@ -147,8 +149,6 @@ def marker_environment(python: str, platform_tag: str) -> Dict[str, str]:
 
 def host_platform() -> str:
     """This machine's manylinux tag (its glibc and machine), the default --platform on Linux."""
-    import platform
-
     libc, version = platform.libc_ver()
     if sys.platform.startswith("linux") and libc == "glibc" and version:
         major, minor = version.split(".")[:2]
@@ -266,8 +266,6 @@ def _reuse_setuptools() -> List[str]:
     """--no-build-isolation where this Python's setuptools builds rn50 (>= 70.1 needs no `wheel`
     package): pip then skips installing setuptools into a fresh build environment, seconds each run."""
     try:
-        from importlib import metadata
-
         version = tuple(int(p) for p in re.findall(r"\d+", metadata.version("setuptools"))[:2])
     except Exception:  # not installed, or an odd version string
         return []

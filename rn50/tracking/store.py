@@ -1,4 +1,5 @@
-"""Everything rn50 writes to or reads from MLflow goes through here.
+"""Everything rn50 writes to or reads from MLflow goes through here (the package rn50.tracking is
+the only one that imports mlflow: rn50/tracking/client.py).
 
 MLflow is imported on first use: answers that need no run (--help, --cfg, dry runs,
 bad input) come back without paying for it.
@@ -6,7 +7,10 @@ bad input) come back without paying for it.
 
 import contextlib
 import fcntl
+import json
 import os
+import shlex
+import sqlite3
 import tempfile
 import time
 import urllib.error
@@ -16,7 +20,8 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from rn50.errors import ConfigError, Requeued, Rn50Error, RunFailed
+from rn50.errors import ConfigError, Requeued, Rn50Error, RunFailed, error_line
+from rn50.measure.trained import PROOF_TAG
 
 # MLflow's HTTP client retries for minutes by default; an unreachable server should fail fast.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -26,16 +31,23 @@ PARENT_TAG = "mlflow.parentRunId"
 SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks", "file")
 
 
+def mlflow():
+    """MLflow's client API (rn50/tracking/client.py), imported on first use."""
+    from rn50.tracking import client  # deferred: MLflow's import takes seconds that --help, --cfg, dry runs and bad input never pay
+
+    return client
+
+
+def open_client(uri: str):
+    """An MlflowClient of the store at uri. Every client rn50 makes is made here, under this
+    module's one retry policy (MLFLOW_HTTP_REQUEST_MAX_RETRIES, above)."""
+    return mlflow().MlflowClient(uri)
+
+
 def __getattr__(name: str):
     """MlflowClient and MlflowException, imported when a caller first asks for them."""
-    if name == "MlflowClient":
-        from mlflow.tracking import MlflowClient
-
-        return MlflowClient
-    if name == "MlflowException":
-        from mlflow.exceptions import MlflowException
-
-        return MlflowException
+    if name in ("MlflowClient", "MlflowException"):
+        return getattr(mlflow(), name)
     raise AttributeError(name)
 
 
@@ -78,13 +90,11 @@ def check_reachable(uri: str, open_store: bool = True, write: bool = True) -> No
             ) from None
     if not open_store:
         return
-    from mlflow.tracking import MlflowClient
-
     try:  # a server answers /health whatever the Host header, and refuses requests for a name it does not allow
         with store_lock(uri):  # the first process to open a new store makes its schema; the others wait
             if not schema_made(uri):
-                MlflowClient(uri).search_experiments(max_results=1)
-        MlflowClient(uri).search_experiments(max_results=1)
+                open_client(uri).search_experiments(max_results=1)
+        open_client(uri).search_experiments(max_results=1)
     except Exception as exc:  # MLflow and SQLAlchemy raise many types for a bad store
         first = first_line(exc)
         hint = (f"; start the server with --allowed-hosts naming {uri.split('://')[1].split('/')[0]} "
@@ -135,8 +145,6 @@ def unwritable(uri: str, path: str, exc: OSError) -> Rn50Error:
 def schema_made(uri: str) -> bool:
     """Whether a sqlite store's schema has been made (MLflow's migrations record their revision);
     a quick read without MLflow, which takes seconds to check the schema. True for other stores."""
-    import sqlite3
-
     db = sqlite_file(uri)
     if db is None:
         return True
@@ -189,22 +197,18 @@ def start_run(
     params: bool = True,
 ) -> str:
     """Create a RUNNING run, with the config as params unless params=False; returns its id."""
-    from mlflow.tracking import MlflowClient
-
     uri = cfg.mlflow.tracking_uri
     run_id = create_run(uri, cfg.mlflow.experiment_name, run_name,
                         {**tags, **({PARENT_TAG: parent_run_id} if parent_run_id else {})})
     if params:
-        log_params(MlflowClient(uri), run_id, config_params(cfg))
+        log_params(open_client(uri), run_id, config_params(cfg))
     return run_id
 
 
 def create_run(uri: str, experiment_name: str, run_name: str, tags: Mapping[str, str],
                start_time_ms: Optional[int] = None) -> str:
     """A RUNNING run in the experiment, made with its UI view where missing; returns its id."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
+    client = open_client(uri)
     with store_lock(uri):  # a new store's experiment and view are made once
         experiment = experiment_id(client, experiment_name)
         ensure_ui_view(uri, experiment)  # what the UI link in ui_hint opens
@@ -213,9 +217,7 @@ def create_run(uri: str, experiment_name: str, run_name: str, tags: Mapping[str,
 
 def log_params(client, run_id: str, params: Mapping[str, str], logged: Mapping[str, str] = {}) -> None:
     """The config as params, but for those already logged (a run made before its job started)."""
-    from mlflow.entities import Param
-
-    batch = [Param(k, v) for k, v in params.items() if k not in logged]
+    batch = [mlflow().Param(k, v) for k, v in params.items() if k not in logged]
     for i in range(0, len(batch), 100):  # MLflow's batch limit
         client.log_batch(run_id, params=batch[i : i + 100])
 
@@ -223,10 +225,8 @@ def log_params(client, run_id: str, params: Mapping[str, str], logged: Mapping[s
 def adopt(cfg: DictConfig, tags: Mapping[str, str]) -> str:
     """Record into the run made for this job before it started (mlflow.run_id): mark it RUNNING with
     this job's tags, and log the config as params (but for any a requeued job logged before)."""
-    from mlflow.tracking import MlflowClient
-
     uri, run_id = cfg.mlflow.tracking_uri, cfg.mlflow.run_id
-    client = MlflowClient(uri)
+    client = open_client(uri)
     run = existing_run(client, run_id, f"mlflow.run_id={run_id} is not a run in mlflow.tracking_uri={uri}; "
                                        "leave mlflow.run_id unset and each job makes its own run")
     mark_running(client, run_id, tags)
@@ -284,33 +284,28 @@ def log_results(
     gets timestamp_ms (default: now): MLflow keeps one of identical metrics, so logging a kept
     result again adds nothing.
     """
-    from mlflow.entities import Metric, RunTag
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
+    client = open_client(uri)
     now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    batch = [Metric(k, shown(v), now, 0) for k, v in metrics.items()]
+    batch = [mlflow().Metric(k, shown(v), now, 0) for k, v in metrics.items()]
     for key, values in series.items():
         pairs = [v if isinstance(v, (tuple, list)) else (i, v) for i, v in enumerate(values)]
-        batch += [Metric(key, float(v), now, int(step)) for step, v in pairs]
+        batch += [mlflow().Metric(key, float(v), now, int(step)) for step, v in pairs]
     for i in range(0, len(batch), 1000):
         client.log_batch(run_id, metrics=batch[i : i + 1000])
     if tags:
-        client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        client.log_batch(run_id, tags=[mlflow().RunTag(k, str(v)) for k, v in tags.items()])
     for path in artifacts:
         client.log_artifact(run_id, path)
 
 
 def end_run(uri: str, run_id: str, ok: bool, tags: Mapping[str, str] = {}, killed: bool = False,
             end_time_ms: Optional[int] = None) -> None:
-    from mlflow.entities import RunStatus
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
+    client = open_client(uri)
     for key, value in tags.items():
         client.set_tag(run_id, key, value)
-    status = RunStatus.KILLED if killed else RunStatus.FINISHED if ok else RunStatus.FAILED
-    client.set_terminated(run_id, RunStatus.to_string(status), end_time=end_time_ms)
+    statuses = mlflow().RunStatus
+    status = statuses.KILLED if killed else statuses.FINISHED if ok else statuses.FAILED
+    client.set_terminated(run_id, statuses.to_string(status), end_time=end_time_ms)
 
 
 @contextlib.contextmanager
@@ -336,9 +331,7 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str], parent_run_i
             continue_run(uri, continue_run_id, tags)
             run_id = continue_run_id
             if cfg.mlflow.run_id and cfg.mlflow.run_id != run_id:  # made for this job, which goes on elsewhere
-                from mlflow.tracking import MlflowClient
-
-                MlflowClient(uri).delete_run(cfg.mlflow.run_id)
+                open_client(uri).delete_run(cfg.mlflow.run_id)
         elif cfg.mlflow.run_id:
             run_id = adopt(cfg, tags)
         else:
@@ -347,14 +340,12 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str], parent_run_i
         raise
     except Exception as exc:  # a server that answers /health but refuses a write
         raise Rn50Error(f"mlflow.tracking_uri={uri} cannot record a run: {first_line(exc)}") from None
-    from mlflow.tracking import MlflowClient
-
     try:
         if not (continue_run_id or cfg.mlflow.run_id):  # in the block: an interruption here still closes the run
-            log_params(MlflowClient(uri), run_id, config_params(cfg))
+            log_params(open_client(uri), run_id, config_params(cfg))
         yield run_id
     except Requeued:  # SLURM starts the job again, and it goes on with this run
-        MlflowClient(uri).set_tag(run_id, "requeued", "true")
+        open_client(uri).set_tag(run_id, "requeued", "true")
         raise
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM or SIGHUP to the launcher (Interrupted)
         closed = close_failed(uri, run_id, killed=True)
@@ -371,11 +362,9 @@ def close_failed(uri: str, run_id: str, tags: Mapping[str, str] = {}, log: Optio
                  killed: bool = False) -> bool:
     """Mark a run FAILED (or KILLED) with its failure's tags, and attach `log` (the failing rank's
     output) where the artifact store takes it; False where the store fails to close the run."""
-    from mlflow.tracking import MlflowClient
-
     with contextlib.suppress(Exception):
         if log:
-            MlflowClient(uri).log_artifact(run_id, log)
+            open_client(uri).log_artifact(run_id, log)
     try:
         end_run(uri, run_id, ok=False, tags=tags, killed=killed)
         return True
@@ -400,8 +389,6 @@ def logging_kept(uri: str, kept: Optional[Path]) -> Iterator[None]:
 def failing_as_run() -> Iterator[None]:
     """An unexpected error here (MLflow refusing a metric, a bug) fails the run, with one line,
     instead of escaping as a traceback that would end a sweep without its report."""
-    from rn50.errors import error_line
-
     try:
         yield
     except Rn50Error:
@@ -439,10 +426,7 @@ HASH_TAG = "rn50.config_hash"
 
 def find_sweep(uri: str, experiment: str, resume: str, overrides: str) -> str:
     """The parent run that sweep.resume names: the latest sweep with these overrides, or a run id."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
+    client = open_client(uri)
     found = client.get_experiment_by_name(experiment)
     if str(resume).lower() in ("true", "yes", "1"):
         role = f"tags.`{SWEEP_ROLE[0]}` = '{SWEEP_ROLE[1]}'"
@@ -455,7 +439,7 @@ def find_sweep(uri: str, experiment: str, resume: str, overrides: str) -> str:
         return same[-1].info.run_id
     try:
         run = client.get_run(resume)
-    except MlflowException:
+    except mlflow().MlflowException:
         raise ConfigError(f"sweep.resume={resume}: no such run in {uri}; give a sweep's run id, "
                           "or sweep.resume=true for the latest sweep with these overrides") from None
     if found is None or run.info.experiment_id != found.experiment_id:
@@ -470,9 +454,7 @@ def find_sweep(uri: str, experiment: str, resume: str, overrides: str) -> str:
 
 def reopen(uri: str, run_id: str, tags: Mapping[str, str]) -> Dict[str, str]:
     """Mark a sweep's parent RUNNING again with new `tags`; returns its tags from before."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
+    client = open_client(uri)
     before = dict(client.get_run(run_id).data.tags)
     mark_running(client, run_id, tags)
     return before
@@ -480,9 +462,7 @@ def reopen(uri: str, run_id: str, tags: Mapping[str, str]) -> Dict[str, str]:
 
 def continue_run(uri: str, run_id: str, tags: Mapping[str, str]) -> None:
     """Mark a resumed run RUNNING again, without the failure its interruption left on it."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
+    client = open_client(uri)
     before = existing_run(client, run_id, f"train.resume=true: the run to continue, {run_id}, is not in "
                                           f"mlflow.tracking_uri={uri}; use the store the first run was recorded in")
     for key in ("failure", "error"):
@@ -494,16 +474,12 @@ def continue_run(uri: str, run_id: str, tags: Mapping[str, str]) -> None:
 def done_before(run) -> bool:
     """A sweep point that need not run again: FINISHED, and recorded by an rn50 that proves its
     runs trained. A point from before ran under the same hash, but its amp runs never trained."""
-    from rn50.measure.trained import PROOF_TAG
-
     return run is not None and run.info.status == "FINISHED" and PROOF_TAG in run.data.tags
 
 
 def earlier_point(uri: str, parent_run_id: str, config_hash: str):
     """The latest child of the sweep with this config hash, or None."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
+    client = open_client(uri)
     experiment = client.get_run(parent_run_id).info.experiment_id
     runs = search_runs(client, [experiment], f"tags.`{PARENT_TAG}` = '{parent_run_id}' and "
                                              f"tags.`{HASH_TAG}` = '{config_hash}'")
@@ -551,11 +527,7 @@ def ui_view_state() -> Dict:
 
 def ensure_ui_view(tracking_uri: str, experiment_id: str) -> None:
     """Give the experiment the "rn50 benchmarks" saved view that ui_url opens; a no-op when it has it."""
-    import json
-
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri)
+    client = open_client(tracking_uri)
     state = json.dumps(ui_view_state(), sort_keys=True)
     current = client.get_experiment(experiment_id).tags.get(UI_VIEW_TAG)
     try:
@@ -584,9 +556,6 @@ def ui_command(tracking_uri: str, host: str = "127.0.0.1", port: int = MLFLOW_UI
                cwd: Optional[str] = None) -> Optional[str]:
     """The `mlflow ui` command that serves this store (None for a server: it has its own UI).
     Plain `mlflow ui` opens ./mlflow.db; any other store is named."""
-    import shlex
-    from pathlib import Path
-
     if _is_server(tracking_uri):
         return None
     words = ["mlflow", "ui"]
@@ -612,13 +581,8 @@ def ui_hint(tracking_uri: str, experiment_id: str, host: str = "127.0.0.1", port
 
 def set_description(tracking_uri: str, run_id: str, markdown: str) -> None:
     """The run's Description in the MLflow UI (Markdown), cut to MLflow's tag limit."""
-    from mlflow.tracking import MlflowClient
-    from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
-
-    MlflowClient(tracking_uri).set_tag(run_id, DESCRIPTION_TAG, markdown[:MAX_TAG_VAL_LENGTH])
+    open_client(tracking_uri).set_tag(run_id, DESCRIPTION_TAG, markdown[:mlflow().MAX_TAG_VAL_LENGTH])
 
 
 def experiment_of(tracking_uri: str, run_id: str) -> str:
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri).get_run(run_id).info.experiment_id
+    return open_client(tracking_uri).get_run(run_id).info.experiment_id

@@ -20,7 +20,8 @@ from typing import Iterable, List, Mapping, Optional
 
 from rn50 import console
 from rn50.tracking import store as tracking
-from rn50.errors import Rn50Error, failure_kind, reported
+from rn50.errors import Rn50Error, failure_kind
+from rn50.config.messages import reported
 
 RESULT_FILE = "result.json"
 RESULT_TAG = "rn50.result_id"
@@ -103,12 +104,10 @@ def logged_run(client, result: Mapping):
 def upload(path: Path, uri: Optional[str] = None) -> str:
     """Log the result kept in `path` into `uri` (default: the store it was meant for) and close
     its run FINISHED (FAILED for a run that did not train); returns the line that says what was done."""
-    from mlflow.tracking import MlflowClient
-
     result = read(path)
     uri = uri or result["tracking_uri"]
     tracking.check_reachable(uri)
-    client = MlflowClient(uri)
+    client = tracking.open_client(uri)
     run = logged_run(client, result)
     failure = result.get("failure")
     closed = "FAILED" if failure else "FINISHED"

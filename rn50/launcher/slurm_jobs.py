@@ -10,14 +10,18 @@ SLURM environment, and rank 0 records the run.
 
 import logging
 import re
+import runpy
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from rn50.launcher import launch
+from rn50.results import resume
 from rn50.slurm import sbatch as slurm
 from rn50.tracking import store as tracking
 from rn50.errors import RunFailed
@@ -59,10 +63,8 @@ def close_run(cfg: DictConfig, run_id: str, error: str) -> None:
     """FAILED (failure=slurm) if the job left its run RUNNING, with the point's config as params
     where the job logged none, so that it is still a row of the sweep's report. A run its rank 0
     closed keeps its own status and error, which say more."""
-    from mlflow.tracking import MlflowClient
-
     uri = cfg.mlflow.tracking_uri
-    client = MlflowClient(uri)
+    client = tracking.open_client(uri)
     run = client.get_run(run_id)
     if run.info.status != "RUNNING":
         return
@@ -104,17 +106,6 @@ def queue_state(job_id: str) -> Optional[str]:
     return (done.stdout.split() or ["GONE"])[0]
 
 
-def restarts(job_id: str) -> Optional[int]:
-    """How often SLURM has requeued the job (scontrol's Restarts), or None where it cannot say."""
-    try:
-        done = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id], capture_output=True, text=True,
-                              timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    found = re.search(r"\bRestarts=(\d+)", done.stdout)
-    return int(found.group(1)) if done.returncode == 0 and found else None
-
-
 def wait(job, poll_s: float = 2.0, squeue_every_s: float = 15.0, grace_s: float = 20.0,
          unknown_s: float = 300.0) -> None:
     """Until every task has written its result, or the job has ended without: submitit asks sacct,
@@ -149,9 +140,7 @@ def not_submitted(exc: BaseException, runs: Sequence[Tuple[DictConfig, str]]) ->
 
 def failed(job, cfg: DictConfig, run_id: str) -> RunFailed:
     """The command's error for a job that failed: the run's own error, where its rank 0 recorded one."""
-    from mlflow.tracking import MlflowClient
-
-    error = MlflowClient(cfg.mlflow.tracking_uri).get_run(run_id).data.tags.get("error")
+    error = tracking.open_client(cfg.mlflow.tracking_uri).get_run(run_id).data.tags.get("error")
     why = f": {error}" if error else f"; the MLflow run's error tag and the job's log {job.paths.stderr} say why"
     return RunFailed(f"SLURM job {job.job_id} failed{why}")
 
@@ -166,11 +155,9 @@ class RankTask:
         self.argv = argv
 
     def __call__(self) -> bool:
-        from rn50.__main__ import main
-
         sys.argv = ["rn50", *self.argv]
         try:
-            main()
+            runpy.run_module("rn50", run_name="__main__")  # python -m rn50, as the command line runs it
         except SystemExit as exc:  # the error is in the task's log already, as one line
             if exc.code in (0, None):  # errors.Requeued: no result, so the submitting host waits on
                 raise
@@ -197,12 +184,6 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) ->
     """One run (no --multirun), from a login node: check it, make its MLflow run, submit its job,
     wait for it; the run's metrics, or RunFailed. The job's folder is out/.submitit/JOB_ID unless
     hydra.launcher.submitit_folder says otherwise."""
-    from hydra.core.hydra_config import HydraConfig
-    from mlflow.tracking import MlflowClient
-
-    from rn50.launcher import launch
-    from rn50.results import resume
-
     launcher = slurm.launcher_params()
     if OmegaConf.to_container(HydraConfig.get().launcher)["submitit_folder"] == slurm.SWEEP_FOLDER:
         launcher["submitit_folder"] = str(out / ".submitit" / "%j")  # its own, not multirun/'s
@@ -228,7 +209,7 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) ->
         raise
     if not ok:  # outcome closed its run
         raise failed(job, cfg, run_id)
-    run = MlflowClient(cfg.mlflow.tracking_uri).get_run(run_id)
+    run = tracking.open_client(cfg.mlflow.tracking_uri).get_run(run_id)
     if run.info.status != "FINISHED":
         close_run(cfg, run_id, f"SLURM job {job.job_id} ended with its run {run.info.status}")  # if left RUNNING
         raise failed(job, cfg, run_id)

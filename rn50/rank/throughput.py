@@ -12,7 +12,8 @@ import torch
 from rn50.measure import nvml
 from rn50.recipe import scalers
 from rn50.results.summary import RankResult, usable_cores
-from rn50.measure.timing import DeviceClock, WindowTimer
+from rn50.measure.device import DeviceClock, handle_for_cuda_device
+from rn50.measure.timing import WindowTimer
 
 
 class ThroughputCallback(pl.Callback):
@@ -37,7 +38,7 @@ class ThroughputCallback(pl.Callback):
 
     def setup(self, trainer, pl_module, stage):
         if self.device_type == "cuda":
-            handle = nvml.handle_for_cuda_device(trainer.strategy.root_device.index)
+            handle = handle_for_cuda_device(trainer.strategy.root_device.index)
             self.sampler = nvml.Sampler(lambda: nvml.read(handle), self.interval_s,
                                         energy_counter=lambda: nvml.energy_mj(handle))
 

@@ -28,15 +28,6 @@ def compile_mode(model_cfg) -> Optional[str]:
     return "reduce-overhead" if model_cfg.cuda_graphs and mode == "default" else mode
 
 
-def configure_inductor(autotune_pointwise: bool, autotune_coordinate_descent: bool) -> None:
-    """Inductor's process-wide settings for the next compile. Set either way, since a warm rank
-    (rn50/launcher/pool.py) compiles the next sweep point in the same process."""
-    import torch._inductor.config as inductor
-
-    inductor.max_autotune_pointwise = bool(autotune_pointwise)
-    inductor.coordinate_descent_tuning = bool(autotune_coordinate_descent)
-
-
 def check_cuda_graphs(cfg: DictConfig) -> None:
     """Refuse CUDA graphs where they cannot be captured, and record whether the run captures.
 
