@@ -17,7 +17,8 @@ from rn50 import STARTED, console
 from rn50.config.directory import config_dir
 from rn50.config.messages import reported
 from rn50.errors import ConfigError
-from rn50.launcher import run as launcher, stop
+from rn50.launcher import run as launcher
+from rn50.launcher import stop
 from rn50.launcher.sweep import PARENT_ENV
 from rn50.options import clusters
 

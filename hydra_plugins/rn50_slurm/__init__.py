@@ -18,13 +18,12 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as SubmititSlurmLauncher
 from omegaconf import DictConfig
 
-from rn50.launcher import launch
 from rn50.config import schema
+from rn50.launcher import launch, slurm_jobs
+from rn50.launcher.sweep import PARENT_ENV
 from rn50.point import identity
 from rn50.slurm import sbatch as slurm
-from rn50.launcher import slurm_jobs
 from rn50.tracking import store as tracking
-from rn50.launcher.sweep import PARENT_ENV
 
 log = logging.getLogger("rn50")
 

@@ -11,8 +11,8 @@ from typing import Optional
 
 from omegaconf import DictConfig
 
-from rn50.errors import ConfigError
 from rn50.config.schema import Accelerator, CompileMode
+from rn50.errors import ConfigError
 
 # The compile modes whose compiled graphs inductor replays as CUDA graphs.
 CAPTURING_MODES = ("reduce-overhead", "max-autotune")

@@ -22,9 +22,9 @@ from nvidia.dali.backend import ReleaseUnusedMemory
 from nvidia.dali.pipeline import OperatorConcurrency, StreamPolicy
 from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
+from rn50.config.schema import DaliConfig
 from rn50.data.modules import IMAGENET_MEAN, IMAGENET_STD, eval_resize, load_rgb
 from rn50.errors import Rn50Error
-from rn50.config.schema import DaliConfig
 
 # DALI normalizes 0..255 pixels; torchvision's constants are for 0..1.
 MEAN = [255 * m for m in IMAGENET_MEAN]

@@ -20,19 +20,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
-from rn50 import console
-from rn50.options import checks
-from rn50.options import clusters
-from rn50.point import validate
-from rn50.measure import nvml
-from rn50.options import pipelines
-from rn50 import pool
-from rn50.options import precision
-from rn50.options import profilers
+from rn50 import console, pool
 from rn50.config import schema
 from rn50.config.compilation import check_cuda_graphs
-from rn50.errors import ConfigError
 from rn50.config.schema import Accelerator, Device, dist_name
+from rn50.errors import ConfigError
+from rn50.measure import nvml
+from rn50.options import checks, clusters, pipelines, precision, profilers
+from rn50.point import validate
 
 log = logging.getLogger(__name__)
 

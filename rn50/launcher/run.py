@@ -20,18 +20,17 @@ from typing import Optional
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rn50.options import clusters
-from rn50.launcher import launch, slurm_jobs
-from rn50.options import pipelines
-from rn50.results import summary as results
-from rn50.results import resume
 from rn50.config import schema
-from rn50.point import identity
-from rn50.tracking import store as tracking
-from rn50.measure import trained
-from rn50.tracking import upload
-from rn50.errors import ConfigError, RunFailed, failure_kind
 from rn50.config.schema import TrainName
+from rn50.errors import ConfigError, RunFailed, failure_kind
+from rn50.launcher import launch, slurm_jobs
+from rn50.measure import trained
+from rn50.options import clusters, pipelines
+from rn50.point import identity
+from rn50.results import resume
+from rn50.results import summary as results
+from rn50.tracking import store as tracking
+from rn50.tracking import upload
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout, above rn50/launcher/
 log = logging.getLogger("rn50")

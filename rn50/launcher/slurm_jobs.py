@@ -20,12 +20,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from rn50.config.schema import dist_name, run_name
+from rn50.errors import RunFailed
 from rn50.launcher import launch
 from rn50.results import resume
 from rn50.slurm import sbatch as slurm
 from rn50.tracking import store as tracking
-from rn50.errors import RunFailed
-from rn50.config.schema import dist_name, run_name
 
 log = logging.getLogger("rn50")
 

@@ -15,16 +15,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rn50 import STARTED
-from rn50.options import clusters
+from rn50 import STARTED, pool
+from rn50.config.messages import reported
+from rn50.errors import ConfigError, Rn50Error
+from rn50.launcher.launch import resolve_accelerator
 from rn50.measure import meter
-from rn50 import pool
-from rn50.options import profilers
+from rn50.options import clusters, profilers
 from rn50.results import report
 from rn50.tracking import store as tracking
-from rn50.launcher.launch import resolve_accelerator
-from rn50.errors import ConfigError, Rn50Error
-from rn50.config.messages import reported
 
 PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
 URI_ENV = "RN50_SWEEP_TRACKING_URI"

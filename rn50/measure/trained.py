@@ -16,7 +16,6 @@ Two ways a run that ran to its end still did not train, each failing it with one
 import math
 from typing import Dict, List, Optional, Sequence
 
-
 PROOF_TAG = "rn50.trained_proof"
 """A tag on every run recorded since rn50 proves that runs train (issue 27): their figures count."""
 

@@ -7,8 +7,9 @@ Hydra's instantiate builds it from the option's keys (cfg.data). The class answe
 - build(cfg, endless): the Lightning data module, in each rank.
 
 This module imports neither torch nor Lightning (the launcher builds these objects too): the
-data modules a build returns live in rn50/data/, which `in_rank()` and `dali()` reach. Adding a pipeline is one YAML file in conf/data/ (or on
-hydra.searchpath) and one class: nothing in rn50 lists them.
+data modules a build returns live in rn50/data/, which `in_rank()` and `dali()` reach. Adding a
+pipeline is one YAML file in conf/data/ (or on hydra.searchpath) and one class: nothing in rn50
+lists them.
 """
 
 import contextlib

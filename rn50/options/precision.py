@@ -18,9 +18,8 @@ from typing import Any, Optional
 from omegaconf import DictConfig
 
 from rn50.config.schema import _positive
-from rn50.options import components
 from rn50.errors import ConfigError
-
+from rn50.options import components
 
 FP16_MAX = 65504.0
 """The largest finite fp16 value."""

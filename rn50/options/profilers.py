@@ -27,7 +27,7 @@ from rn50.profiling import ncu
 
 def in_rank():
     """The rank half of the profilers (rn50/profiling/): torch.profiler's, Lightning's and ncu's range."""
-    from rn50.profiling import ncu_range, torch_profile  # deferred: only a rank imports torch; the launcher builds profilers too
+    from rn50.profiling import ncu_range, torch_profile  # deferred: only a rank imports torch
 
     return ncu_range, torch_profile
 

@@ -5,11 +5,11 @@ ConfigError naming the dotted key and what would work."""
 from omegaconf import DictConfig
 
 from rn50.config import keys
+from rn50.config.compilation import check_cuda_graphs
 from rn50.config.messages import unknown_key_message
 from rn50.config.schema import AUTO_BATCH, MIN_IMAGE_SIZE, OptimName, TrainName, _positive
 from rn50.errors import ConfigError
 from rn50.options import clusters, pipelines, precision, profilers
-from rn50.config.compilation import check_cuda_graphs
 
 
 def check_declared(cfg) -> None:

@@ -17,9 +17,9 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from omegaconf import DictConfig
 
-from rn50.errors import ConfigError, RunFailed
 from rn50 import pool
 from rn50.config.schema import Accelerator, dist_name
+from rn50.errors import ConfigError, RunFailed
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 import pytorch_lightning as pl
-from pytorch_lightning.profilers import SimpleProfiler
 import torch
 import torch.profiler
+from pytorch_lightning.profilers import SimpleProfiler
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerAction
 

@@ -29,15 +29,15 @@ from typing import Callable, Dict, List, Optional, Union
 import torch
 import torch.distributed as dist
 
-from rn50.options import clusters, precision
 from rn50.config.compilation import CAPTURING_MODES, compile_mode
-from rn50.recipe import optimizers
-from rn50.recipe.model import configure_inductor
-from rn50.recipe.train_step import build_train_step
+from rn50.config.schema import is_auto
 from rn50.console import terminal
 from rn50.errors import Rn50Error, failure_kind
 from rn50.measure.meter import Meter
-from rn50.config.schema import is_auto
+from rn50.options import clusters, precision
+from rn50.recipe import optimizers
+from rn50.recipe.model import configure_inductor
+from rn50.recipe.train_step import build_train_step
 
 log = logging.getLogger("rn50")
 

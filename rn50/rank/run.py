@@ -23,24 +23,22 @@ import pytorch_lightning as pl
 import torch
 
 from rn50 import console
-from rn50.rank import batch_search
-from rn50.measure import environment
-from rn50.recipe import optimizers
-from rn50.distributed import peers
-from rn50.options import pipelines
-from rn50.options import precision
-from rn50.recipe.precision import set_math_mode
-from rn50.errors import failure_kind, error_line
-from rn50.recipe.model import ResNetModule, flops_per_image
-from rn50.pool import POOL_ENV, rank_log
-from rn50.rank.progress import Progress
-from rn50.results.summary import RankResult
 from rn50.config.schema import Accelerator, TrainName
-from rn50.options.profilers import profiled_steps
 from rn50.config.typed import typed
-from rn50.rank import trainer, training
+from rn50.distributed import peers
+from rn50.errors import error_line, failure_kind
+from rn50.measure import environment
+from rn50.options import pipelines, precision
+from rn50.options.profilers import profiled_steps
+from rn50.pool import POOL_ENV, rank_log
+from rn50.rank import batch_search, trainer, training
+from rn50.rank.progress import Progress
 from rn50.rank.throughput import ThroughputCallback
 from rn50.rank.trainer import build_trainer, local_gpu, profiling_callbacks
+from rn50.recipe import optimizers
+from rn50.recipe.model import ResNetModule, flops_per_image
+from rn50.recipe.precision import set_math_mode
+from rn50.results.summary import RankResult
 
 environment.set_cuda_connections()  # before this rank makes its CUDA context
 

@@ -10,10 +10,10 @@ import pytorch_lightning as pl
 import torch
 
 from rn50.measure import nvml
-from rn50.recipe import scalers
-from rn50.results.summary import RankResult, usable_cores
 from rn50.measure.device import DeviceClock, handle_for_cuda_device
 from rn50.measure.timing import WindowTimer
+from rn50.recipe import scalers
+from rn50.results.summary import RankResult, usable_cores
 
 
 class ThroughputCallback(pl.Callback):

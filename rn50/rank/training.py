@@ -16,19 +16,17 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from rn50.options import pipelines
-from rn50.measure import environment
-from rn50.recipe import optimizers
-from rn50.options import precision
-from rn50.recipe.precision import set_math_mode
-from rn50.results import resume
-from rn50.recipe import scalers
+from rn50.config.schema import Accelerator
 from rn50.errors import Requeued
+from rn50.measure import environment
+from rn50.options import pipelines, precision
 from rn50.rank.progress import EpochProgress
 from rn50.rank.trainer import skip_sigterm_broadcast, trainer_args
+from rn50.recipe import optimizers, scalers
 from rn50.recipe.accuracy_module import AccuracyModule
+from rn50.recipe.precision import set_math_mode
+from rn50.results import resume
 from rn50.results.summary import RankResult
-from rn50.config.schema import Accelerator
 
 EPOCHS_FILE = "epochs.jsonl"  # one line per finished epoch, as the launcher logs them
 

@@ -6,9 +6,7 @@ from typing import Dict, NamedTuple, Optional
 import torch
 from torch import nn
 
-from rn50.recipe import accuracy
-from rn50.recipe import optimizers
-from rn50.recipe import schedule
+from rn50.recipe import accuracy, optimizers, schedule
 from rn50.recipe.model import ResNetModule
 
 

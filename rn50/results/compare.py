@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from rn50.config import keys
+from rn50.config.messages import reported
+from rn50.errors import Rn50Error
 from rn50.point.identity import MOVED_KEYS
 from rn50.results import report
 from rn50.tracking import store as tracking
-from rn50.errors import Rn50Error
-from rn50.config.messages import reported
 
 PROG = "rn50.compare"
 # Keys that do not change images/sec: where it was logged and launched from, telemetry, the MFU

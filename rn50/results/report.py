@@ -18,10 +18,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from rn50.config.messages import reported
+from rn50.errors import Rn50Error
 from rn50.point.identity import current_params, reads_dali_keys
 from rn50.tracking import store as tracking
-from rn50.errors import Rn50Error
-from rn50.config.messages import reported
 
 ROLE_TAG = tracking.ROLE_TAG
 # Keys that may differ between a point and its 1n1g reference; device, the profile, changes a run
@@ -261,7 +261,7 @@ def time_line(rows: List[Dict], sweep_wall_s: float, since_ms: int = 0) -> str:
 
 def charts():
     """matplotlib's names for rn50's charts (rn50/results/charts.py), imported when one is drawn."""
-    from rn50.results import charts  # deferred: matplotlib's import takes about a second, which a run's launcher never pays
+    from rn50.results import charts  # deferred: matplotlib's import takes a second, which a launcher never pays
 
     return charts
 

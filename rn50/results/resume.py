@@ -14,8 +14,8 @@ from typing import Dict, Optional
 
 from omegaconf import DictConfig
 
-from rn50.errors import ConfigError
 from rn50.config.schema import TrainName
+from rn50.errors import ConfigError
 from rn50.point.identity import current_params
 
 RUN_FILE = "run.json"

@@ -13,12 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from rn50.measure import mfu
-from rn50.measure import nvml
-from rn50.options import precision
-from rn50.measure import timing
-from rn50.measure import trained
 from rn50.config.schema import TrainName, dist_name
+from rn50.measure import mfu, nvml, timing, trained
+from rn50.options import precision
 
 
 @dataclass

@@ -9,18 +9,18 @@ import contextlib
 import functools
 import os
 import re
-import signal
 import shutil
+import signal
 import subprocess
 from typing import Any, Dict, Iterator, Optional
 
-from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 import submitit
 from hydra.core.hydra_config import HydraConfig
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import DictConfig, OmegaConf
 
-from rn50.errors import ConfigError
 from rn50.config.schema import Accelerator, TrainName, dist_name
+from rn50.errors import ConfigError
 
 SUBMITIT_GENERIC = set(OmegaConf.structured(BaseQueueConf).keys())
 SWEEP_FOLDER = BaseQueueConf.submitit_folder  # hydra-submitit-launcher's: under the sweep's directory

@@ -26,15 +26,14 @@ import torch
 import torch._inductor.config as inductor
 from hydra import compose, initialize_config_dir
 
-from rn50.measure import environment
-from rn50.measure import nvml
-from rn50.measure.device import handle_for_cuda_device
-from rn50.options import pipelines
-from rn50.recipe.model import configure_inductor
 from rn50.config.directory import config_dir
 from rn50.config.messages import one_line
 from rn50.launcher.launch import set_num_classes
+from rn50.measure import environment, nvml
+from rn50.measure.device import handle_for_cuda_device
+from rn50.options import pipelines
 from rn50.point.validate import validate
+from rn50.recipe.model import configure_inductor
 from rn50.recipe.precision import set_math_mode
 from rn50.recipe.train_step import PRECISIONS, build_train_step
 

@@ -275,7 +275,7 @@ def _check_server(uri: str, fix: str) -> Check:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
     try:
         # rn50's own client, under its retry policy, as a run meets the server.
-        from rn50.tracking import store as tracking  # deferred: the doctor runs where omegaconf or mlflow may be missing
+        from rn50.tracking import store as tracking  # deferred: omegaconf or mlflow may be missing here
 
         client = tracking.open_client(uri)
         experiment = client.create_experiment(f"rn50-doctor-{uuid.uuid4().hex[:12]}")

@@ -33,7 +33,7 @@ SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databrick
 
 def mlflow():
     """MLflow's client API (rn50/tracking/client.py), imported on first use."""
-    from rn50.tracking import client  # deferred: MLflow's import takes seconds that --help, --cfg, dry runs and bad input never pay
+    from rn50.tracking import client  # deferred: seconds that --help, --cfg, dry runs and bad input never pay
 
     return client
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Iterable, List, Mapping, Optional
 
 from rn50 import console
-from rn50.tracking import store as tracking
-from rn50.errors import Rn50Error, failure_kind
 from rn50.config.messages import reported
+from rn50.errors import Rn50Error, failure_kind
+from rn50.tracking import store as tracking
 
 RESULT_FILE = "result.json"
 RESULT_TAG = "rn50.result_id"
