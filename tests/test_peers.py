@@ -4,7 +4,7 @@ dist.interface, how a SLURM job's end is told, and the Multi-node page's command
 from pathlib import Path
 
 from conftest import ROOT
-from rn50.rank import peers
+from rn50.distributed import peers
 from rn50.launcher.slurm_jobs import why_ended
 
 
