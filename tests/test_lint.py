@@ -3,8 +3,11 @@ the top of their modules: CI runs these checks through this file."""
 
 import ast
 import os
+import re
 import subprocess
 import sys
+
+import pytest
 
 from conftest import ROOT
 
@@ -56,3 +59,15 @@ def test_the_count_sees_an_import_inside_a_function(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("import os\n\n\ndef f():\n    import sys  # why\n    from os import path\n    return sys, path\n")
     assert function_imports(module) == [(5, True), (6, False)]
+
+
+def test_the_architecture_page_draws_the_layers_of_the_contract():
+    """docs/architecture.md's diagram: one line per layer, top first, as pyproject.toml lists them."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11's; 3.10 leaves this check to CI's newer Python
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layers = next(c["layers"] for c in config["contracts"] if c["type"] == "layers")
+    contract = [sorted(name.strip() for name in layer.split("|")) for layer in layers]
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    diagram = page.split("## Layers", 1)[1].split("```")[1]
+    drawn = [sorted(re.findall(r"rn50\.[\w.]+", line)) for line in diagram.splitlines() if line.startswith(" rn50.")]
+    assert drawn == contract
