@@ -30,6 +30,7 @@ rn50() {  # new|old, name, then overrides; its summary.json lands in OUTDIR as N
   local code=$1 name=$2; shift 2
   local t0=$SECONDS left; left=$(limit)
   if [ "$left" -lt 40 ]; then echo "$name: skipped, out of time" | tee "$out/$name.skipped"; return; fi
+  if [ "$code" = old ] && [ -z "$old" ]; then echo "$name: skipped, no old tree" | tee "$out/$name.skipped"; return; fi
   PYTHONPATH=$(tree "$code") timeout "$left" python3 -m rn50 "$@" hydra.run.dir="$work/$name" > "$out/$name.log" 2>&1
   echo "$name: exit $? in $((SECONDS - t0)) s: python -m rn50 $*"
   cp "$work/$name/summary.json" "$out/$name.json" 2>/dev/null
@@ -38,6 +39,7 @@ bare() {  # new|old, name, then rn50.baseline arguments; its JSON line lands in 
   local code=$1 name=$2; shift 2
   local t0=$SECONDS left; left=$(limit)
   if [ "$left" -lt 40 ]; then echo "$name: skipped, out of time" | tee "$out/$name.skipped"; return; fi
+  if [ "$code" = old ] && [ -z "$old" ]; then echo "$name: skipped, no old tree" | tee "$out/$name.skipped"; return; fi
   PYTHONPATH=$(tree "$code") timeout "$left" python3 -m rn50.baseline "$@" 2> "$out/$name.log" | tail -n 1 > "$out/$name.json"
   echo "$name: exit ${PIPESTATUS[0]} in $((SECONDS - t0)) s: python -m rn50.baseline $*"
 }

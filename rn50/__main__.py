@@ -14,6 +14,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rn50 import STARTED, console
+from rn50.config import docs
 from rn50.config.directory import config_dir
 from rn50.config.messages import reported
 from rn50.errors import ConfigError
@@ -41,6 +42,7 @@ def run(cfg: DictConfig) -> Optional[dict]:
 def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # errors reach `reported`, one line, not Hydra's printer
     console.quiet()
+    docs.register_help()  # --help's groups and keys (conf/hydra/help/rn50.yaml)
     stop.on_signals()
     with stop.closing(), reported():
         run()

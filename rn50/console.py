@@ -133,9 +133,8 @@ log = logging.getLogger("rn50")
 def cpu_precision_warning(precision, device_type) -> str:
     """On a CPU with fp16 autocast (precision=amp or amp_static), log one warning line and return it.
 
-    PyTorch's CPU kernels have no fast fp16 training path: resnet18 at 64 px, batch 16, on
-    2 Xeon cores ran 0.9 images/sec with amp, 81 with fp32 and 79 with bf16 (and 3.0 against
-    10.4 at 32 px, batch 4). Returns "" (and logs nothing) for any other precision or device.
+    PyTorch's CPU kernels have no fast fp16 training path (docs/benchmarks.md, "The CPU
+    profile"). Returns "" (and logs nothing) for any other precision or device.
     Takes a precision object (rn50/options/precision.py) and 'cpu' or Accelerator.cpu.
     """
     device = getattr(device_type, "value", device_type)

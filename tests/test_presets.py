@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from conftest import TINY, rn50, runs_in
-from rn50.config.compilation import check_cuda_graphs, compile_mode
+from rn50.config.compilation import check_cuda_graphs, compile_mode, normalise_cuda_graphs
 from rn50.errors import ConfigError
 from rn50.config.schema import Accelerator
 from rn50.point.validate import validate
@@ -92,6 +92,8 @@ def test_captures_that_cannot_work_name_the_key(compose_cfg, overrides, message)
 def test_a_capturing_compile_mode_is_recorded_as_cuda_graphs(compose_cfg):
     cfg = on_gpu(compose_cfg(["model.compile=true", "model.compile_mode=max-autotune"]))
     check_cuda_graphs(cfg)
+    assert not cfg.model.cuda_graphs  # a check changes nothing; the normalisation records it
+    normalise_cuda_graphs(cfg)
     assert cfg.model.cuda_graphs and compile_mode(cfg.model) == "max-autotune"
     with pytest.raises(ConfigError, match="model.compile_mode=reduce-overhead captures CUDA graphs"):
         validate(compose_cfg(["dist.accelerator=cpu", "model.compile=true", "model.compile_mode=reduce-overhead"]))

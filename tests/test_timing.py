@@ -95,3 +95,53 @@ def test_input_wait_is_counted_inside_windows_only():
     assert window.seconds == pytest.approx(0.5)
     m = summarize(timer.windows, batch_size=1, world_size=1)
     assert m["data/wait_pct"] == pytest.approx(20.0)
+
+
+def drive_counting(timer, clock, steps):
+    """Runs `steps` steps; each sync is recorded with the number of steps run before it."""
+    ran = [0]
+    clock.sync = lambda: clock.syncs.append(ran[0])
+    for _ in range(steps):
+        clock.step()
+        ran[0] += 1
+        timer.step_end()
+    return timer
+
+
+def test_syncs_fall_on_window_edges_only_with_or_without_edge_work():
+    # warm-up 3, windows of 4 steps, 3 repeats: the edges follow steps 3, 7, 11 and 15.
+    for on_edge in (None, lambda k: None):
+        clock = FakeClock([0.1] * 15)
+        timer = WindowTimer(3, 4, 3, clock, now=clock.now, on_edge=on_edge)
+        drive_counting(timer, clock, timer.total_steps)
+        assert set(clock.syncs) == {3, 7, 11, 15}
+        # one sync per edge; edge work is followed by one more before a window opens
+        assert len(clock.syncs) == (4 if on_edge is None else 7)
+        assert [len(w.step_ms) for w in timer.windows] == [4, 4, 4]
+
+
+def test_edge_work_is_in_no_window_and_sees_the_closed_windows():
+    clock = FakeClock([1.0, 1.0] + [0.5] * 6)
+    seen = []
+
+    def at_edge(k):
+        seen.append((k, len(timer.windows), clock.t))
+        clock.t += 100.0  # slow work at the edge: reading the loss, an energy counter, a capture
+
+    timer = WindowTimer(2, 3, 2, clock, now=clock.now, on_edge=at_edge)
+    for _ in range(timer.total_steps):
+        clock.step()
+        timer.step_end()
+    assert [(k, n) for k, n, _ in seen] == [(0, 0), (1, 1), (2, 2)]
+    assert [w.seconds for w in timer.windows] == pytest.approx([1.5, 1.5])
+    assert [w.step_ms for w in timer.windows] == [pytest.approx([500.0] * 3)] * 2
+
+
+def test_steps_past_the_last_window_and_a_timer_without_warmup():
+    clock = FakeClock([0.1] * 12)
+    timer = WindowTimer(2, 3, 2, clock, now=clock.now)
+    drive_counting(timer, clock, 12)  # 4 steps more than it times
+    assert clock.syncs == [2, 5, 8]
+    assert len(timer.windows) == 2 and not timer.measuring
+    with pytest.raises(ValueError, match="1 or more warm-up steps"):
+        WindowTimer(0, 3, 1, clock)

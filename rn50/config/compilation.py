@@ -29,15 +29,14 @@ def compile_mode(model_cfg) -> Optional[str]:
 
 
 def check_cuda_graphs(cfg: DictConfig) -> None:
-    """Refuse CUDA graphs where they cannot be captured, and record whether the run captures.
+    """Refuse CUDA graphs where they cannot be captured; a pure check (normalise_cuda_graphs records
+    what a valid config captures).
 
     model.cuda_graphs=true needs model.compile=true (the graphs are torch.compile's), and a GPU;
-    model.autotune_pointwise and model.autotune_coordinate_descent need model.compile=true too. It
-    compiles with mode=reduce-overhead unless compile_mode is max-autotune, which captures
-    too. A compiled run whose compile_mode captures by itself (reduce-overhead, max-autotune)
-    gets cuda_graphs=true, so the recorded config says what ran. Raises ConfigError, one line
-    naming the key, on a CPU run (dist.accelerator=cpu: call it again once `auto` is resolved),
-    with compile_mode=max-autotune-no-cudagraphs, and with fewer warm-up steps than recording needs.
+    model.autotune_pointwise and model.autotune_coordinate_descent need model.compile=true too.
+    Raises ConfigError, one line naming the key, on a CPU run (dist.accelerator=cpu: call it again
+    once `auto` is resolved), with compile_mode=max-autotune-no-cudagraphs, and with fewer warm-up
+    steps than recording needs.
     """
     model = cfg.model
     mode = model.compile_mode.value
@@ -53,8 +52,7 @@ def check_cuda_graphs(cfg: DictConfig) -> None:
             "model.cuda_graphs=true conflicts with model.compile_mode=max-autotune-no-cudagraphs; "
             "use model.compile_mode=default or max-autotune, or model.cuda_graphs=false"
         )
-    by_mode = model.compile and mode in CAPTURING_MODES
-    if not (model.cuda_graphs or by_mode):
+    if not captures(model):
         return
     asked = "model.cuda_graphs=true" if model.cuda_graphs else f"model.compile_mode={mode}"
     if cfg.dist.accelerator == Accelerator.cpu:
@@ -66,6 +64,20 @@ def check_cuda_graphs(cfg: DictConfig) -> None:
             f"bench.warmup_steps={cfg.bench.warmup_steps} is too few for {asked}: the graphs are "
             f"recorded in the warm-up, use bench.warmup_steps >= {MIN_WARMUP_STEPS}"
         )
+
+
+def captures(model_cfg) -> bool:
+    """Whether the run captures CUDA graphs: asked for, or by a compile mode that captures by itself."""
+    return model_cfg.cuda_graphs or (model_cfg.compile and model_cfg.compile_mode.value in CAPTURING_MODES)
+
+
+def normalise_cuda_graphs(cfg: DictConfig) -> None:
+    """A normalisation, run on a config check_cuda_graphs passed: a run that captures gets
+    model.cuda_graphs=true, and model.compile_mode=default becomes reduce-overhead, the mode that
+    captures, so that the recorded config (and its hash) says what ran."""
+    model = cfg.model
+    if not captures(model):
+        return
     model.cuda_graphs = True
-    if mode == "default":
+    if model.compile_mode.value == "default":
         model.compile_mode = CompileMode["reduce-overhead"]

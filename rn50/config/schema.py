@@ -103,12 +103,12 @@ class ModelConfig:
     autotune_pointwise: bool = False
     """With model.compile: inductor benchmarks block sizes for each of its own pointwise and
     reduction kernels (batch norm, ReLU, residual adds) while compiling, and keeps the fastest
-    (max_autotune_pointwise). +1.6% at batch 512 on an H200 for ~20 s more compile."""
+    (max_autotune_pointwise); its gain and compile time: docs/benchmarks.md (issue 13)."""
     autotune_coordinate_descent: bool = False
     """With model.compile: inductor refines each of its own kernels' block sizes and warps one
-    step at a time while it gets faster (coordinate_descent_tuning). +3.7% on top of
-    autotune_pointwise at batch 512 on an H200; the first compile takes ~3 more minutes on 16
-    cores, later runs of the same shapes read the tuned configs from inductor's cache."""
+    step at a time while it gets faster (coordinate_descent_tuning). The first compile takes
+    minutes longer (docs/benchmarks.md, issue 13); later runs of the same shapes read the tuned
+    configs from inductor's cache."""
     num_classes: Optional[int] = None
     """Width of the classifier head; null follows the data: the number of class folders in
     data.root/train for image folders (their labels), 1000 (ImageNet's) for synthetic data."""
@@ -180,8 +180,8 @@ class DaliConfig:
     training_stream: DaliTrainingStream = DaliTrainingStream.own
     """GPU runs: own trains on a CUDA stream of the rank's own; default on torch's default stream,
     CUDA's legacy stream with its implicit synchronization (as before this key; other pipelines
-    train there). At rn50's defaults with DALI on 1x H200 the own stream ran about 0.5 points
-    closer to synthetic (docs/benchmarks.md, issue 14)."""
+    train there). At rn50's defaults with DALI the own stream ran closer to synthetic
+    (docs/benchmarks.md, issue 14)."""
     cpu_prefetch_queue_depth: Optional[int] = None
     """Set: DALI's separated-queue executor (exec_dynamic=False), which buffers this many batches of
     the CPU stage (file reads) apart from prefetch_queue_depth batches of the GPU stages. null:
@@ -260,7 +260,8 @@ class TorchProfilerConfig(ProfilerConfig):
 class NcuConfig(ProfilerConfig):
     steps: int = 1
     """Steps after the measured windows whose kernels Nsight Compute profiles. One ResNet-50
-    step is ~640 kernels, each replayed per metric pass: 3 steps at batch 256 took ~7 min on an H100."""
+    step is hundreds of kernels, each replayed per metric pass, so each step takes minutes
+    (docs/benchmarks.md, issue 6)."""
     executable: str = "ncu"
     """The Nsight Compute command line, a path or a name on PATH."""
     metrics: Dict[str, str] = field(default_factory=dict)
@@ -426,9 +427,15 @@ def _positive(cfg: DictConfig, key: str, hint: str, minimum: Any = 1) -> None:
         raise ConfigError(f"{key}={value} is out of range: {hint}")
 
 
+def nodes_gpus(nodes: Any, per_node: Any) -> str:
+    """The NnMg name of N nodes of M devices each, as the published tables and conf/dist/ name
+    them: 1n1g, 2n8g, ... Every such name is made here."""
+    return f"{nodes}n{per_node}g"
+
+
 def dist_name(cfg: DictConfig) -> str:
-    """The published-table name of a GPU count: 1n1g, 2n8g, ..."""
-    return f"{cfg.dist.nodes}n{cfg.dist.gpus_per_node}g"
+    """The run's dist as an NnMg name (nodes_gpus)."""
+    return nodes_gpus(cfg.dist.nodes, cfg.dist.gpus_per_node)
 
 
 def run_name(cfg: DictConfig) -> str:

@@ -14,7 +14,7 @@ def typed(tree: Any) -> DictConfig:
     """A resolved config (a dict, or YAML text) typed again as Rn50Config, with each group typed by
     its option's own schema (precision=amp_static: AmpStaticConfig), as composing typed it."""
     # Hydra imports every module of the hydra_plugins namespace before it composes, which is where a
-    # user's option registers its own schema (README: Adding a profiler); a rank must see it too.
+    # user's option registers its own schema (docs/extending.md: Adding a profiler); a rank must see it too.
     Plugins.instance()
     cfg = OmegaConf.create(tree)
     schema = OmegaConf.structured(Rn50Config)

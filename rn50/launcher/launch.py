@@ -23,27 +23,29 @@ from omegaconf import DictConfig
 from rn50 import console, pool
 from rn50.config import schema
 from rn50.config.compilation import check_cuda_graphs
-from rn50.config.schema import Accelerator, Device, dist_name
+from rn50.config.schema import Accelerator, Device, dist_name, nodes_gpus
 from rn50.errors import ConfigError
 from rn50.measure import nvml
-from rn50.options import checks, clusters, pipelines, precision, profilers
+from rn50.options import checks, clusters, pipelines
+from rn50.options.components import Options
 from rn50.point import validate
 
 log = logging.getLogger(__name__)
 
 
-def resolve_accelerator(cfg: DictConfig, here: bool = True, say: bool = True) -> Accelerator:
+def resolve_accelerator(cfg: DictConfig, here: bool = True, say: bool = True, cluster=None) -> Accelerator:
     """gpu or cpu, or a ConfigError saying which dist option would fit.
 
     here=False is for processes that will run on other hosts (a SLURM submission, printed
     torchrun commands): their GPUs cannot be counted from this one, so auto means gpu.
     say=False leaves the CPU fallback's warning to the run itself (a sweep's first ranks).
+    cluster: the run's cluster option, where the caller has it.
     """
     name, per_node = dist_name(cfg), cfg.dist.gpus_per_node
-    if cfg.dist.nodes > 1 and clusters.of(cfg).rank_env is None:
+    if cfg.dist.nodes > 1 and (cluster or clusters.of(cfg)).rank_env is None:
         raise ConfigError(
             f"dist={name} needs {cfg.dist.nodes} nodes but cluster=local runs on this host only; "
-            f"use cluster=slurm or cluster=torchrun, or a dist option with 1 node (1n{per_node}g)"
+            f"use cluster=slurm or cluster=torchrun, or a dist option with 1 node ({nodes_gpus(1, per_node)})"
         )
     if cfg.dist.accelerator == Accelerator.cpu:
         return Accelerator.cpu
@@ -57,7 +59,7 @@ def resolve_accelerator(cfg: DictConfig, here: bool = True, say: bool = True) ->
         log.warning("no GPU on this host: dist.accelerator=auto falls back to the CPU" + hint)
         return Accelerator.cpu
     if per_node > gpus:
-        hint = "dist.accelerator=cpu for CPU processes" if gpus == 0 else f"dist=1n{gpus}g or fewer"
+        hint = "dist.accelerator=cpu for CPU processes" if gpus == 0 else f"dist={nodes_gpus(1, gpus)} or fewer"
         raise ConfigError(
             f"dist={name} needs {per_node} GPUs but this host has {gpus}; use {hint}"
         )
@@ -92,22 +94,28 @@ def for_this_host(cfg: DictConfig) -> DictConfig:
     return profiled
 
 
-def preflight(cfg: DictConfig, here: bool = True) -> None:
-    """Everything that can be wrong before a process starts; sets the resolved accelerator."""
+def preflight(cfg: DictConfig, here: bool = True, options: Optional[Options] = None) -> Options:
+    """Everything that can be wrong before a process starts, and two normalisations that need this
+    host: dist.accelerator=auto becomes the device found here, model.num_classes=null the data's
+    classes (set_num_classes). The run's options, built here once (unless handed in), for the
+    caller to hand on."""
     validate.check_declared(cfg)  # a key added with + that the schema does not know
-    validate.validate(cfg)
-    cfg.dist.accelerator = resolve_accelerator(cfg, here)
+    options = options or Options.of(cfg)
+    validate.validate(cfg, options)
+    cfg.dist.accelerator = resolve_accelerator(cfg, here, cluster=options.cluster)  # normalisation
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
-    console.cpu_precision_warning(precision.of(cfg), cfg.dist.accelerator)
-    pipelines.of(cfg).preflight(cfg, world=cfg.dist.nodes * cfg.dist.gpus_per_node)
-    set_num_classes(cfg)
-    profilers.of(cfg).preflight(cfg)
+    console.cpu_precision_warning(options.precision, cfg.dist.accelerator)
+    options.data.preflight(cfg, world=cfg.dist.nodes * cfg.dist.gpus_per_node)
+    set_num_classes(cfg, options.data)
+    options.profiler.preflight(cfg)
+    return options
 
 
-def set_num_classes(cfg: DictConfig) -> None:
+def set_num_classes(cfg: DictConfig, pipeline=None) -> None:
     """model.num_classes=null: the data's classes (class folders), else ImageNet's 1000; a head
-    narrower than the data's labels is refused (a label past it cannot be learned)."""
-    found = pipelines.of(cfg).classes(cfg)
+    narrower than the data's labels is refused (a label past it cannot be learned). pipeline: the
+    run's data option, where the caller has it."""
+    found = (pipeline or pipelines.of(cfg)).classes(cfg)
     if cfg.model.num_classes is None:
         cfg.model.num_classes = found or schema.DEFAULT_CLASSES
     elif found:
@@ -134,22 +142,22 @@ def process_rank(cfg: DictConfig) -> int:
     return int(os.environ[rank_key])
 
 
-def submit(cfg: DictConfig, config_yaml: str, out: Path) -> Callable[[], list]:
+def submit(cfg: DictConfig, config_yaml: str, out: Path, options: Options) -> Callable[[], list]:
     """Start the run's ranks; the returned call waits for every rank's RankResult (RunFailed
     names the first failure). On this host the ranks start now, importing torch and making
     their CUDA contexts while this process opens the MLflow run; under torchrun and SLURM this
-    process is rank 0 and runs its rank when the call is made."""
-    if clusters.of(cfg).rank_env is not None:  # this process is rank 0 of processes the cluster started
-        return lambda: run_rank_here(cfg, out)
-    own = profilers.of(cfg).launcher(cfg, config_yaml, out)  # ncu starts its one rank itself
+    process is rank 0 and runs its rank when the call is made. options: the run's, from preflight."""
+    if options.cluster.rank_env is not None:  # this process is rank 0 of processes the cluster started
+        return lambda: run_rank_here(cfg, out, options)
+    own = options.profiler.launcher(cfg, config_yaml, out)  # ncu starts its one rank itself
     return own or pool.submit(cfg.dist.gpus_per_node, cfg.dist.accelerator.value, config_yaml, out)
 
 
 @contextlib.contextmanager
-def started(cfg: DictConfig, config_yaml: str, out: Path) -> Iterator[Callable[[], list]]:
+def started(cfg: DictConfig, config_yaml: str, out: Path, options: Options) -> Iterator[Callable[[], list]]:
     """submit() for the block: if the block fails before the results came back, the ranks
     are killed, so that a warm pool never holds a task nobody waits for."""
-    results = submit(cfg, config_yaml, out)
+    results = submit(cfg, config_yaml, out, options)
     try:
         yield results
     except BaseException:
@@ -157,15 +165,16 @@ def started(cfg: DictConfig, config_yaml: str, out: Path) -> Iterator[Callable[[
         raise
 
 
-def run_rank_here(cfg: DictConfig, out: Path) -> Optional[list]:
-    """Run this process's rank: torchrun or SLURM started it as one (rn50/rank/here.py)."""
+def run_rank_here(cfg: DictConfig, out: Path, options: Options) -> Optional[list]:
+    """Run this process's rank: torchrun or SLURM started it as one (rn50/rank/here.py). options:
+    the run's, from preflight."""
     from rn50.rank import here  # deferred: only a process that torchrun or SLURM made a rank imports torch
 
-    return here.run_rank_here(cfg, out)
+    return here.run_rank_here(cfg, out, options)
 
 
 def dry_run(cfg: DictConfig, overrides) -> str:
     """What dry_run=true prints, after the checks that can be made from this host."""
-    cluster = clusters.of(cfg)
-    preflight(cfg, here=cluster.rank_env is None)
-    return cluster.dry_run(cfg, list(overrides))  # a SLURM --multirun's jobs print from hydra_plugins/
+    options = Options.of(cfg)
+    preflight(cfg, here=options.cluster.rank_env is None, options=options)
+    return options.cluster.dry_run(cfg, list(overrides))  # a SLURM --multirun's jobs print from hydra_plugins/

@@ -25,7 +25,7 @@ from rn50.config.schema import TrainName
 from rn50.errors import ConfigError, RunFailed, failure_kind
 from rn50.launcher import launch, slurm_jobs
 from rn50.measure import trained
-from rn50.options import clusters, pipelines
+from rn50.options import clusters
 from rn50.point import identity
 from rn50.results import resume
 from rn50.results import summary as results
@@ -49,7 +49,7 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
     rank = launch.process_rank(cfg)
     tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed
     try:
-        launch.preflight(cfg)
+        options = launch.preflight(cfg)  # the run's options, built once for this process
         params = tracking.config_params(cfg)
         continued = resume.run_to_continue(cfg, out, params)  # train.resume, or a requeued SLURM job
         tracking.check_reachable(cfg.mlflow.tracking_uri, open_store=False)
@@ -65,13 +65,13 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
         if done is not None:
             return described(cfg, done)
     if rank != 0:  # a torchrun or SLURM rank other than 0: rank 0 records the run
-        launch.run_rank_here(cfg, out)
+        launch.run_rank_here(cfg, out, options)
         return None
 
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     (out / "resolved_config.yaml").write_text(config_yaml)
     uri, kept = cfg.mlflow.tracking_uri, upload.result_file(out)
-    with launch.started(cfg, config_yaml, out) as ranks_done:  # the ranks start while MLflow opens the run
+    with launch.started(cfg, config_yaml, out, options) as ranks_done:  # the ranks start while MLflow opens the run
         tracking.check_reachable(uri)  # the store itself: MLflow's import and schema
         with tracking.record(cfg, name, tags, parent, continue_run_id=continued, kept=kept) as run_id:
             training = cfg.train.name == TrainName.accuracy
@@ -89,7 +89,7 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
                 upload.log(result, out, uri, run_id)
             if record.failure:  # logged with its proof, then the run fails: a figure counts only if it trained
                 raise RunFailed(record.failure, kind=failure_kind(record.failure))
-            for warning in trained.warnings(record.metrics, fixed_batch=pipelines.of(cfg).fixed_batch):
+            for warning in trained.warnings(record.metrics, fixed_batch=options.data.fixed_batch):
                 log.warning(warning)
     return say_done(cfg, name, {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}, out, parent)
 

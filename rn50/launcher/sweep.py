@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from rn50 import STARTED, pool
 from rn50.config.messages import reported
+from rn50.config.schema import nodes_gpus
 from rn50.errors import ConfigError, Rn50Error
 from rn50.launcher.launch import resolve_accelerator
 from rn50.measure import meter
@@ -93,7 +94,7 @@ class SweepCallback(Callback):
         # A point's own return says what it ran (the CPU profile changes the keys); one that failed
         # before returning is described by its config as composed.
         composed = dict(arch=config.model.arch.value, precision=config.precision.name, batch_size=config.data.batch_size,
-                        dist=f"{config.dist.nodes}n{config.dist.gpus_per_node}g")
+                        dist=nodes_gpus(config.dist.nodes, config.dist.gpus_per_node))
         summary = {**composed, **summary}
         print(meter.point_line(config.hydra.job.num + 1, self.total, summary), file=sys.stderr)
 

@@ -16,9 +16,9 @@ def set_cuda_connections() -> None:
     """32 hardware work queues from this process to each GPU, CUDA's most, where the user set none.
 
     CUDA's default is 8, shared round-robin by every stream of the process. DALI decodes on some
-    25 streams, and those that share training's queue wait behind its kernels, image by image: at
-    batch 512, compiled, data=dali rose from 0.81 to 0.97 of synthetic with 32, and synthetic runs
-    stayed the same (docs/benchmarks.md). Read when CUDA makes its context, so before any CUDA call."""
+    25 streams, and those that share training's queue wait behind its kernels, image by image: with 32,
+    data=dali ran much closer to synthetic, and synthetic runs stayed the same (docs/benchmarks.md,
+    issue 14's third session). Read when CUDA makes its context, so before any CUDA call."""
     os.environ.setdefault(CONNECTIONS_ENV, "32")
 
 

@@ -4,13 +4,15 @@ The method: skip `warmup` steps, then time `repeats` windows of `steps` steps
 each. The device is synchronized only at window edges; inside a window each
 step boundary is marked on the device timeline (a CUDA event, no sync) and the
 marks are read after the window. On a CPU the marks are host clock readings.
+`WindowTimer` is the method's one home: a rank's ThroughputCallback, the bare loop
+(rn50/tools/baseline.py) and the batch search (rn50/rank/batch_search.py) all time with it.
 """
 
 import csv
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 
 @dataclass
@@ -29,6 +31,13 @@ class WindowTimer:
 
     Window k covers the steps after boundary k and up to boundary k+1, where the
     boundaries fall after steps warmup-1, warmup-1+steps, ... (0-based).
+    Call `step_end()` after every step (and `step_start()` once its input is in hand, to count
+    input wait); run `total_steps` steps.
+
+    `on_edge(k)` is called at edge k (0 opens the first window, `repeats` closes the last), after
+    the sync and after window k-1 is in `windows`: there the host may read what the sync made
+    ready (the loss, an energy counter) or do untimed work. The next window opens after it, at
+    a fresh mark and sync, so that work is in no window.
     """
 
     warmup: int
@@ -36,12 +45,18 @@ class WindowTimer:
     repeats: int
     clock: Any
     now: Callable[[], float] = time.perf_counter
+    on_edge: Optional[Callable[[int], None]] = None
     windows: List[Window] = field(default_factory=list)
     _marks: List[Any] = field(default_factory=list)
     _started: float = 0.0
     _step: int = 0
     _wait: float = 0.0
     _last_end: float = 0.0
+
+    def __post_init__(self):
+        if min(self.warmup, self.steps, self.repeats) < 1:  # the first edge follows a step
+            raise ValueError(f"a window timer needs 1 or more warm-up steps, steps and repeats, not "
+                             f"{self.warmup}, {self.steps} and {self.repeats}")
 
     @property
     def total_steps(self) -> int:
@@ -76,7 +91,12 @@ class WindowTimer:
             ms = [self.clock.elapsed_ms(a, b) for a, b in zip(self._marks, self._marks[1:])]
             self.windows.append(Window(t - self._started, ms, self._wait))
             self._marks = []
+        if self.on_edge is not None:
+            self.on_edge(len(self.windows))
         if len(self.windows) < self.repeats:
+            if self.on_edge is not None:
+                self.clock.sync()  # whatever device work the edge queued ends before the window opens
+                mark, t = self.clock.mark(), self.now()
             self._started, self._marks, self._wait = t, [mark], 0.0
 
 

@@ -46,8 +46,9 @@ def in_rank():
 
 
 def of(cfg: DictConfig) -> "Cluster":
-    """The run's cluster object, built from cfg.cluster's `_target_`."""
-    return components.of(cfg, "cluster", "rn50.options.clusters.Slurm", "cluster")
+    """The run's cluster object, built from cfg.cluster's `_target_`. A run builds it once, with the
+    other options (components.Options), and hands it on; this is for a caller that has none."""
+    return components.of(cfg, "cluster")
 
 
 class Cluster(components.Component):
@@ -109,11 +110,11 @@ class Torchrun(Cluster):
         args = [o for o in overrides if not o.startswith(("dry_run=", "cluster="))]
         command = shlex.join([
             "torchrun", f"--nnodes={nodes}", f"--nproc-per-node={per_node}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={cfg.cluster.rdzv_endpoint}", f"--rdzv-id=rn50-{uuid.uuid4().hex[:8]}",
+            f"--rdzv-endpoint={self.keys.rdzv_endpoint}", f"--rdzv-id=rn50-{uuid.uuid4().hex[:8]}",
             "-m", "rn50", "cluster=torchrun", *args,
         ])
         lines = [f"dist={name}: {nodes} node(s) x {per_node} {cfg.dist.accelerator.value} process(es); run on "
-                 f"each node, node 0 at {cfg.cluster.rdzv_endpoint.rsplit(':', 1)[0]} (the rendezvous numbers "
+                 f"each node, node 0 at {self.keys.rdzv_endpoint.rsplit(':', 1)[0]} (the rendezvous numbers "
                  "the nodes):"]
         return "\n".join(lines + [f"node {i}: {command}" for i in range(nodes)])
 
@@ -131,7 +132,7 @@ class Slurm(Cluster):
 
     def check(self, cfg: DictConfig) -> None:
         _positive(cfg, "cluster.timeout_min", "use a time limit of 1 minute or more")
-        if cfg.cluster.cpus_per_task is not None:
+        if self.keys.cpus_per_task is not None:
             _positive(cfg, "cluster.cpus_per_task", "use 1 or more, or null for SLURM's default")
 
     def in_task(self) -> bool:

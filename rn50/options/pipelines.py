@@ -42,8 +42,9 @@ def dali():
 
 
 def of(cfg: DictConfig) -> "Pipeline":
-    """The run's data pipeline object, built from cfg.data's `_target_`."""
-    return components.of(cfg, "data", "rn50.options.pipelines.Dali", "pipeline")
+    """The run's data pipeline object, built from cfg.data's `_target_`. A run builds it once, with the
+    other options (components.Options), and hands it on; this is for a caller that has none."""
+    return components.of(cfg, "data")
 
 
 def build(cfg: DictConfig, endless: bool = True):
@@ -54,7 +55,8 @@ def build(cfg: DictConfig, endless: bool = True):
 
 
 class Pipeline(components.Component):
-    """What every data option answers. Its keys (cfg.data) arrive as keyword arguments."""
+    """What every data option answers. Its keys (cfg.data) are `self.keys`; the calls take the
+    whole cfg for the other groups' keys they read (the model's head, the precision, train)."""
 
     labelled = True
     """Images with real labels: train=accuracy can learn from them."""
@@ -84,7 +86,7 @@ class Synthetic(Pipeline):
     name, labelled, unlabelled_why, fixed_batch = "synthetic", False, "is random", True
 
     def build(self, cfg: DictConfig, endless: bool):
-        d = cfg.data
+        d = self.keys
         return in_rank().SyntheticData(d.batch_size, d.image_size, cfg.model.num_classes, cfg.model.channels_last, cfg.seed)
 
 
@@ -92,19 +94,19 @@ class FileReader(Pipeline):
     """A pipeline that reads data.root's ImageFolder tree (train/<class>/*, and val/ to evaluate)."""
 
     def classes(self, cfg: DictConfig) -> int:
-        return len(checks.class_folders(cfg.data.root))
+        return len(checks.class_folders(self.keys.root))
 
     def check(self, cfg: DictConfig) -> None:
         _positive(cfg, "data.num_workers", "use 1 or more workers", 1)
-        if not cfg.data.root:
-            raise ConfigError(f"data.root is not set: data={cfg.data.name} needs data.root=/path/to/imagenet "
+        if not self.keys.root:
+            raise ConfigError(f"data.root is not set: data={self.keys.name} needs data.root=/path/to/imagenet "
                               "(with train/<class>/*.JPEG; python -m rn50.fake_imagenet makes one)")
 
     def preflight(self, cfg: DictConfig, world: int) -> None:
-        batch = 1 if is_auto(cfg) else cfg.data.batch_size  # auto: at least one image per rank
-        checks.count_train_images(cfg.data.root, batch * world)
+        batch = 1 if is_auto(cfg) else self.keys.batch_size  # auto: at least one image per rank
+        checks.count_train_images(self.keys.root, batch * world)
         if cfg.train.name == TrainName.accuracy:
-            checks.check_val_tree(cfg.data.root, world)
+            checks.check_val_tree(self.keys.root, world)
 
 
 class ImageFolder(FileReader):
@@ -113,7 +115,7 @@ class ImageFolder(FileReader):
     name = "imagefolder"
 
     def build(self, cfg: DictConfig, endless: bool):
-        d = cfg.data
+        d = self.keys
         return in_rank().ImageFolderData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, cfg.seed,
                                endless=endless, validate=cfg.train.name == TrainName.accuracy)
 
@@ -123,9 +125,34 @@ class Dali(FileReader):
 
     name = "dali"
 
+    @staticmethod
+    def check_keys(cfg: DictConfig) -> None:
+        """data.dali's ranges, whatever the pipeline (as the profiler's keys are checked; point/validate.py
+        calls it). Every check of data.dali lives in this class: its dtype against the precision is
+        check's, where data=dali reads the keys."""
+        dali = cfg.data.dali
+        if dali.num_threads is not None:
+            _positive(cfg, "data.dali.num_threads", "use 1 or more threads, or null for data.num_workers")
+        _positive(cfg, "data.dali.prefetch_queue_depth", "use 1 or more batches")
+        if not 0 <= dali.hw_decoder_load <= 1:
+            raise ConfigError(f"data.dali.hw_decoder_load={dali.hw_decoder_load} is out of range: "
+                              "use a share from 0 to 1 (0.65 is DALI's default)")
+        if not 0 <= dali.cpu_decode_share <= 1:
+            raise ConfigError(f"data.dali.cpu_decode_share={dali.cpu_decode_share} is out of range: "
+                              "use a share from 0 to 1 (0 decodes every JPEG on the GPU)")
+        for key in ("device_memory_padding", "host_memory_padding", "preallocate_width_hint",
+                    "preallocate_height_hint", "hybrid_huffman_threshold"):
+            _positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
+        if dali.cpu_prefetch_queue_depth is not None:
+            _positive(cfg, "data.dali.cpu_prefetch_queue_depth", "use 1 or more batches, or null for one queue")
+            for key in ("stream_policy", "concurrency"):
+                if dali[key].value != "default":
+                    raise ConfigError(f"data.dali.{key}={dali[key].value} applies to DALI's dynamic executor, which "
+                                      "data.dali.cpu_prefetch_queue_depth turns off; set one of them only")
+
     def check(self, cfg: DictConfig) -> None:
         super().check(cfg)
-        if cfg.data.dali.output_dtype == DaliDtype.float16 and precision.of(cfg).autocast is None:
+        if self.keys.dali.output_dtype == DaliDtype.float16 and precision.of(cfg).autocast is None:
             raise ConfigError(
                 f"data.dali.output_dtype=float16 needs an autocast precision (amp, amp_static, bf16), not "
                 f"precision={cfg.precision.name}; use data.dali.output_dtype=auto or float32")
@@ -136,7 +163,7 @@ class Dali(FileReader):
         super().preflight(cfg, world)
 
     def build(self, cfg: DictConfig, endless: bool):
-        d = cfg.data
+        d = self.keys
         fp16 = d.dali.output_dtype == DaliDtype.float16 or (
             d.dali.output_dtype == DaliDtype.auto and precision.of(cfg).autocast == "float16")
         threads = d.dali.num_threads if d.dali.num_threads is not None else d.num_workers
@@ -147,6 +174,6 @@ class Dali(FileReader):
         """data.dali.training_stream=own on a GPU: a stream of the rank's own on the current device,
         apart from torch's default stream, CUDA's legacy one, beside which DALI's pipeline ran
         slower (docs/benchmarks.md, issue 14)."""
-        if cfg.data.dali.training_stream != DaliTrainingStream.own or cfg.dist.accelerator != Accelerator.gpu:
+        if self.keys.dali.training_stream != DaliTrainingStream.own or cfg.dist.accelerator != Accelerator.gpu:
             return super().training_stream(cfg)
         return dali().own_stream()

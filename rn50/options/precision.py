@@ -26,8 +26,9 @@ FP16_MAX = 65504.0
 
 
 def of(cfg: DictConfig) -> "Precision":
-    """The run's precision object, built from cfg.precision's `_target_`."""
-    return components.of(cfg, "precision", "rn50.options.precision.Amp", "precision")
+    """The run's precision object, built from cfg.precision's `_target_`. A run builds it once, with the
+    other options (components.Options), and hands it on; this is for a caller that has none."""
+    return components.of(cfg, "precision")
 
 
 def in_rank():
@@ -85,8 +86,8 @@ class AmpStatic(Amp):
 
     def check(self, cfg: DictConfig) -> None:
         _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
-        if cfg.precision.loss_scale > FP16_MAX:  # every scaled fp16 gradient would overflow: no step is taken
-            raise ConfigError(f"precision.loss_scale={cfg.precision.loss_scale:g} is out of range: above fp16's largest "
+        if self.keys.loss_scale > FP16_MAX:  # every scaled fp16 gradient would overflow: no step is taken
+            raise ConfigError(f"precision.loss_scale={self.keys.loss_scale:g} is out of range: above fp16's largest "
                               f"value ({FP16_MAX:g}) every step overflows and is skipped; use e.g. 1024")
 
     def scaler(self, device_type: str):

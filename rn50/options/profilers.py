@@ -33,8 +33,9 @@ def in_rank():
 
 
 def of(cfg: DictConfig) -> "Profiler":
-    """The run's profiler object, built from cfg.profiler's `_target_`."""
-    return components.of(cfg, "profiler", "rn50.options.profilers.PyTorch", "profiler")
+    """The run's profiler object, built from cfg.profiler's `_target_`. A run builds it once, with the
+    other options (components.Options), and hands it on; this is for a caller that has none."""
+    return components.of(cfg, "profiler")
 
 
 def profiled_steps(cfg: DictConfig) -> int:
@@ -89,11 +90,11 @@ class PyTorch(Profiler):
         _positive(cfg, "profiler.active", "use 1 or more recorded steps")
 
     def steps(self, cfg: DictConfig) -> int:
-        p = cfg.profiler
+        p = self.keys
         return p.wait + p.warmup + p.active
 
     def callbacks(self, cfg: DictConfig, first_step: int, device_type: str, out: Path) -> List:
-        return [in_rank()[1].TorchProfile(cfg.profiler, first_step, device_type, out)]
+        return [in_rank()[1].TorchProfile(self.keys, first_step, device_type, out)]
 
 
 class Ncu(Profiler):
@@ -108,10 +109,10 @@ class Ncu(Profiler):
         ncu.preflight(cfg, started_elsewhere=clusters.of(cfg).rank_env is not None)
 
     def steps(self, cfg: DictConfig) -> int:
-        return cfg.profiler.steps
+        return self.keys.steps
 
     def callbacks(self, cfg: DictConfig, first_step: int, device_type: str, out: Path) -> List:
-        return [in_rank()[0].NcuRange(first_step, cfg.profiler.steps)]
+        return [in_rank()[0].NcuRange(first_step, self.keys.steps)]
 
     def launcher(self, cfg: DictConfig, config_yaml: str, out: Path) -> Optional[Callable[[], list]]:
         return lambda: ncu.run(cfg, config_yaml, out)

@@ -5,7 +5,7 @@ resume match those to new ones)."""
 import functools
 import hashlib
 import json
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
@@ -34,9 +34,44 @@ def current_params(params: Dict[str, str]) -> Dict[str, str]:
     return {k: current_target(v) if k.endswith("._target_") else v for k, v in params.items()}
 
 
-# Keys that say where a run is recorded or how it is started, not what it measures; and device,
-# the profile, which changes a run only through the keys it sets, which are measured.
-NOT_MEASURED = ("mlflow", "sweep", "dry_run", "device")
+# The keys that count for a point, in one place: why a key may leave a point's figure as it is,
+# and which of those reasons each comparison of runs accepts. A name ending in a dot is a group
+# of keys, another name a key. `leaves_out` reads them.
+RECORDED = ("mlflow.",)
+"""Where a run is recorded."""
+LAUNCHED = ("sweep.", "dry_run")
+"""How a run is started."""
+PROFILE = ("device",)
+"""The settings' profile: it changes a run only through the keys it sets, which count themselves."""
+WATCHED = ("telemetry.",)
+"""What is sampled beside the figure."""
+DERIVED = ("mfu.",)
+"""What is computed from the figure afterwards: MFU and its peaks."""
+PLACED = ("cluster.",)
+"""Where the scheduler puts a run."""
+PROFILER_OWN = ("profiler.active", "profiler.wait", "profiler.warmup", "profiler.steps", "profiler.executable")
+"""The profiler's own settings: its steps come after the measured windows."""
+
+NOT_MEASURED = RECORDED + LAUNCHED + PROFILE
+"""A point's identity (config_hash, sweep.resume): everything counts but where it is recorded and
+how it is started."""
+NOT_IMAGES_PER_SEC = RECORDED + ("dry_run",) + PROFILE + WATCHED + DERIVED + PLACED + PROFILER_OWN + (
+    "bench.repeats", "dist.accelerator")
+"""Runs of one point for rn50.compare: also the number of windows (more measure the same figure)
+and dist.accelerator, which compare replaces by the device kind the run used (so `auto` on a GPU
+host matches `gpu`)."""
+NOT_REPORT_SETUP = ("dist.", "profiler.") + WATCHED + PLACED + RECORDED + PROFILE
+"""A report's setup (the rows a scaling table compares): the same setup on any number of
+devices, under any profiler; MFU's peak table is left out apart (report.PEAK_TABLE)."""
+MAY_DIFFER_ON_RESUME = ("train.resume",) + RECORDED + LAUNCHED + PLACED + WATCHED + (
+    "profiler.", "data.num_workers", "data.root", "data.dali.num_threads", "dist.interface")
+"""Between a run and its resumption (rn50/results/resume.py): also how it is read and connected, and
+resume itself; anything else changes what the checkpoint would continue."""
+
+
+def leaves_out(key: str, reasons: Tuple[str, ...]) -> bool:
+    """Whether the dotted key falls under one of `reasons` (a group ending in a dot, or a key)."""
+    return key.startswith(reasons)
 
 
 # Keys that every option of a group had before some moved into an option's own schema, with the
@@ -87,7 +122,7 @@ def reads_dali_keys(target: Optional[str], name: Optional[str] = None) -> bool:
 def config_hash(cfg: DictConfig) -> str:
     """A short fingerprint of everything in the resolved config that can change the figures."""
     # Hydra's own node is there in the configs a launcher loads for each job (and cannot resolve there).
-    keys = [k for k in cfg if k not in NOT_MEASURED and k != "hydra"]
+    keys = [k for k in cfg if not leaves_out(f"{k}.", NOT_MEASURED) and k != "hydra"]
     measured = OmegaConf.to_container(OmegaConf.masked_copy(cfg, keys), resolve=True, enum_to_str=True)
     # <group>.name stands for the option, as in older hashes: a _target_ is a module path, which moves
     # with the code (issue 28 moved every built-in one) while the point stays the same.

@@ -2,14 +2,17 @@
 own checks, and keys added with + that the schema does not declare. Each failure is one
 ConfigError naming the dotted key and what would work."""
 
+from typing import Optional
+
 from omegaconf import DictConfig
 
 from rn50.config import keys
-from rn50.config.compilation import check_cuda_graphs
+from rn50.config.compilation import check_cuda_graphs, normalise_cuda_graphs
 from rn50.config.messages import unknown_key_message
 from rn50.config.schema import AUTO_BATCH, MIN_IMAGE_SIZE, OptimName, TrainName, _positive
 from rn50.errors import ConfigError
-from rn50.options import clusters, pipelines, precision, profilers
+from rn50.options import pipelines
+from rn50.options.components import Options
 
 
 def check_declared(cfg) -> None:
@@ -19,8 +22,11 @@ def check_declared(cfg) -> None:
         raise ConfigError(unknown_key_message(unknown[0]))
 
 
-def validate(cfg: DictConfig) -> DictConfig:
-    """Range checks the types cannot express. Raises ConfigError naming the dotted key."""
+def validate(cfg: DictConfig, options: Optional[Options] = None) -> DictConfig:
+    """Range checks the types cannot express, then one normalisation: a run that captures CUDA
+    graphs records it (compilation.normalise_cuda_graphs). Raises ConfigError naming the dotted key.
+    options: the run's (components.Options), where the caller built them; else they are built here,
+    once, where the first option's checks begin."""
     _check_batch_size(cfg)
     _positive(
         cfg,
@@ -36,8 +42,9 @@ def validate(cfg: DictConfig) -> DictConfig:
     _positive(cfg, "bench.steps", "use 1 or more measured steps")
     _positive(cfg, "bench.repeats", "use 1 or more measured windows")
     _positive(cfg, "telemetry.interval_s", "use a positive sampling interval", 0.01)
-    _check_dali(cfg)
-    pipeline = pipelines.of(cfg)
+    pipelines.Dali.check_keys(cfg)
+    options = options or Options.of(cfg)
+    pipeline = options.data
     pipeline.check(cfg)
     _positive(cfg, "optim.lr", "use a learning rate above 0", 1e-12)
     _positive(cfg, "optim.momentum", "use a momentum of 0 or more", 0)
@@ -48,37 +55,14 @@ def validate(cfg: DictConfig) -> DictConfig:
                           "the device by itself); use optim.fused=null with optim.name=lars")
     if cfg.train.name == TrainName.accuracy:
         _check_training(cfg, pipeline)
-    precision.of(cfg).check(cfg)
-    clusters.of(cfg).check(cfg)
+    options.precision.check(cfg)
+    options.cluster.check(cfg)
     if cfg.mfu.peak_tflops is not None:
         _positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
-    profilers.of(cfg).check(cfg)
+    options.profiler.check(cfg)
     check_cuda_graphs(cfg)
+    normalise_cuda_graphs(cfg)  # the one step here that changes the config, once it is valid
     return cfg
-
-
-def _check_dali(cfg: DictConfig) -> None:
-    """data.dali's ranges, whatever the pipeline (as the profiler's keys are checked); its dtype
-    against the precision is data=dali's own check (rn50/options/pipelines.py)."""
-    dali = cfg.data.dali
-    if dali.num_threads is not None:
-        _positive(cfg, "data.dali.num_threads", "use 1 or more threads, or null for data.num_workers")
-    _positive(cfg, "data.dali.prefetch_queue_depth", "use 1 or more batches")
-    if not 0 <= dali.hw_decoder_load <= 1:
-        raise ConfigError(f"data.dali.hw_decoder_load={dali.hw_decoder_load} is out of range: "
-                          "use a share from 0 to 1 (0.65 is DALI's default)")
-    if not 0 <= dali.cpu_decode_share <= 1:
-        raise ConfigError(f"data.dali.cpu_decode_share={dali.cpu_decode_share} is out of range: "
-                          "use a share from 0 to 1 (0 decodes every JPEG on the GPU)")
-    for key in ("device_memory_padding", "host_memory_padding", "preallocate_width_hint",
-                "preallocate_height_hint", "hybrid_huffman_threshold"):
-        _positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
-    if dali.cpu_prefetch_queue_depth is not None:
-        _positive(cfg, "data.dali.cpu_prefetch_queue_depth", "use 1 or more batches, or null for one queue")
-        for key in ("stream_policy", "concurrency"):
-            if dali[key].value != "default":
-                raise ConfigError(f"data.dali.{key}={dali[key].value} applies to DALI's dynamic executor, which "
-                                  "data.dali.cpu_prefetch_queue_depth turns off; set one of them only")
 
 
 def _check_batch_size(cfg: DictConfig) -> None:

@@ -8,9 +8,9 @@ probed neighbours (the next smaller one, and the next larger one, which was slow
 fit) until the budget is spent or no new batch lies between. Batches are multiples of `multiple`
 (8 on GPUs) where they can be. The answer is the fastest batch probed.
 
-`make_probe` builds rn50's step (rn50/tools/baseline.py's build_train_step: the same network,
+`make_probe` builds rn50's step (rn50/recipe/train_step.py, as the bare loop trains: the same network,
 precision, channels_last and fused SGD) on the rank's device and times a few steps of a
-synthetic batch with the window method: synchronized only at the window's edges.
+synthetic batch in one window of rn50/measure/timing.py's WindowTimer: synchronized only at its edges.
 
 `resolve_auto_batch` is what a rank calls before it builds its trainer: it searches, puts the
 chosen batch in cfg.data.batch_size, and (with several ranks and a process group) takes rank 0's
@@ -33,9 +33,10 @@ from rn50.config.compilation import CAPTURING_MODES, compile_mode
 from rn50.config.schema import is_auto
 from rn50.console import terminal
 from rn50.errors import Rn50Error, failure_kind
+from rn50.measure.device import DeviceClock
 from rn50.measure.meter import Meter
-from rn50.options import clusters, precision
-from rn50.recipe import optimizers
+from rn50.measure.timing import WindowTimer, window_images_per_sec
+from rn50.options.components import Options
 from rn50.recipe.model import configure_inductor
 from rn50.recipe.train_step import build_train_step
 
@@ -64,7 +65,7 @@ class Limits:
         return self.warmup_steps + self.steps
 
 
-# GPUs: 64 -> 128 -> ... -> 2048 at most, ~8 probes of 3 + 10 steps (~1 minute eager on an H200).
+# GPUs: 64 -> 128 -> ... -> 2048 at most, ~8 probes of 3 + 10 steps.
 GPU_LIMITS = Limits(start=64, max_batch=2048, multiple=8, warmup_steps=3, steps=10, step_budget=104)
 # CPUs: small batches and few steps (2, 4, 8, 16, 32: 5 probes of 1 + 2 steps), so a CPU run
 # with a tiny model searches in seconds; CPU throughput hardly changes with batch anyway.
@@ -179,25 +180,20 @@ def limits_for(device_type: str) -> Limits:
     return GPU_LIMITS if device_type == "cuda" else CPU_LIMITS
 
 
-def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
+def make_probe(cfg, device, limits: Limits, precision) -> Callable[[int], Optional[float]]:
     """rn50's training step on `device`, timed on a synthetic batch of the probed size.
 
     The probe keeps one network and optimizer across batches, as a run keeps them, and frees
     each batch's memory after its probe; it returns OOM (and frees what it can) when the batch
-    does not fit. `probe.close()` frees the network and the compiled graphs.
+    does not fit. `probe.close()` frees the network and the compiled graphs. precision: the
+    run's option (rn50/options/precision.py), whose autocast and scaler the step takes.
     """
     mode = compile_mode(cfg.model)
     configure_inductor(cfg.model.autotune_pointwise, cfg.model.autotune_coordinate_descent)
-    fused = optimizers.fused_default(cfg.optim, device.type)
     torch.backends.cudnn.benchmark = True  # as the Trainer's benchmark=True
-    train = build_train_step(cfg.model.arch.value, precision.of(cfg), device,
+    train = build_train_step(cfg.model.arch.value, precision, device,
                              num_classes=cfg.model.num_classes, image_size=cfg.data.image_size,
-                             channels_last=cfg.model.channels_last, compile_mode=mode, fused=fused,
-                             optim=cfg.optim)
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+                             channels_last=cfg.model.channels_last, compile_mode=mode, optim=cfg.optim)
 
     def free() -> None:
         if device.type == "cuda":  # hand the batch's blocks back, so the next size starts unfragmented
@@ -210,14 +206,11 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
             if mode is not None:  # one compile for every probed batch, not one each
                 torch._dynamo.maybe_mark_dynamic(images, 0)
                 torch._dynamo.maybe_mark_dynamic(labels, 0)
-            for _ in range(limits.warmup_steps):
+            timer = WindowTimer(limits.warmup_steps, limits.steps, 1, DeviceClock(device.type))
+            for _ in range(timer.total_steps):
                 train(images, labels)
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(limits.steps):
-                train(images, labels)
-            sync()
-            return batch * limits.steps / (time.perf_counter() - t0)
+                timer.step_end()
+            return window_images_per_sec(timer.windows, batch, 1)[0]
         except Exception as exc:
             if not is_oom(exc):
                 raise
@@ -241,7 +234,8 @@ def make_probe(cfg, device, limits: Limits) -> Callable[[int], Optional[float]]:
     return probe
 
 
-def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None) -> Optional[SearchResult]:
+def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None,
+                       options: Optional[Options] = None) -> Optional[SearchResult]:
     """For data.batch_size=auto: search on this rank's device and set cfg.data.batch_size to the
     batch found. None (and nothing changed) for a fixed batch.
 
@@ -250,11 +244,12 @@ def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None) -
     """
     if not is_auto(cfg):
         return None
+    options = options or Options.of(cfg)
     device = local_device(device_type)
     if cfg.dist.nodes * cfg.dist.gpus_per_node > 1:
-        join_ranks(cfg, device)
+        join_ranks(cfg, device, options)
     limits = limits or limits_for(device.type)
-    probe = make_probe(cfg, device, limits)
+    probe = make_probe(cfg, device, limits, options.precision)
     # Rank 0 shows the search's steps (with a heartbeat, as a run's phases do): a compiled search
     # or a CPU one takes minutes before the run's first step.
     zero = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
@@ -293,7 +288,7 @@ def local_device(device_type: str):
     return torch.device("cuda", torch.cuda.current_device())
 
 
-def join_ranks(cfg, device) -> None:
+def join_ranks(cfg, device, options: Optional[Options] = None) -> None:
     """Initialize the default process group as Lightning's DDP strategy would (the same cluster
     environment, backend and timeout), so the ranks can agree before the Trainer exists.
     Lightning finds the group initialized and uses it."""
@@ -301,7 +296,7 @@ def join_ranks(cfg, device) -> None:
         return
     cuda = device.type == "cuda"
     backend, device_id = ("nccl", device) if cuda else ("gloo", None)
-    clusters.of(cfg).join(backend, device_id)
+    (options or Options.of(cfg)).cluster.join(backend, device_id)
 
 
 def agree_on_batch(batch: int) -> int:

@@ -11,21 +11,21 @@ from omegaconf import DictConfig
 from rn50 import console, pool
 from rn50.distributed import peers
 from rn50.errors import Requeued, RunFailed
-from rn50.options import clusters
+from rn50.options.components import Options
 from rn50.rank.run import failure, leave_process_group, run_rank
 from rn50.results import resume
 
 
-def run_rank_here(cfg: DictConfig, out: Path) -> Optional[list]:
+def run_rank_here(cfg: DictConfig, out: Path, options: Options) -> Optional[list]:
     """Run this process's rank, its output in its log (pool.rank_log); rank 0 returns every rank's
     result. Failures become RunFailed, whose line names the log and the rank and node a failed
     collective lost; a job the scheduler requeued while it ran raises Requeued instead, whatever
-    broke as it was stopped (it starts again and resumes)."""
-    cluster = clusters.of(cfg)
+    broke as it was stopped (it starts again and resumes). options: the run's, from preflight."""
+    cluster = options.cluster
     rank = int(os.environ.get((cluster.rank_env or ("RANK",))[0], 0))
     with console.stderr_to(pool.rank_log(out, rank)) as log:
         try:
-            ranks = run_rank(cfg, out)
+            ranks = run_rank(cfg, out, options)
             leave_process_group()
             return ranks
         except (Requeued, KeyboardInterrupt):

@@ -28,13 +28,12 @@ from rn50.config.typed import typed
 from rn50.distributed import peers
 from rn50.errors import error_line, failure_kind
 from rn50.measure import environment
-from rn50.options import pipelines, precision
-from rn50.options.profilers import profiled_steps
+from rn50.options.components import Options
 from rn50.pool import POOL_ENV, rank_log
-from rn50.rank import batch_search, trainer, training
+from rn50.rank import batch_search, training
 from rn50.rank.progress import Progress
 from rn50.rank.throughput import ThroughputCallback
-from rn50.rank.trainer import build_trainer, local_gpu, profiling_callbacks
+from rn50.rank.trainer import build_trainer, local_gpu, profiling_callbacks, started_by_rn50
 from rn50.recipe import optimizers
 from rn50.recipe.model import ResNetModule, flops_per_image
 from rn50.recipe.precision import set_math_mode
@@ -47,36 +46,41 @@ def load_config(text: str):
     return typed(text)
 
 
-def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
-    """This process's rank of the run; rank 0 returns every rank's result, the others None."""
+def run_rank(cfg, out: Path, options: Optional[Options] = None) -> Optional[List[RankResult]]:
+    """This process's rank of the run; rank 0 returns every rank's result, the others None.
+    The run's options are built here, once (or handed in by a launcher that built them), and
+    handed to what uses them."""
+    options = options or Options.of(cfg)
     peers.use_interface(cfg)  # before any process group starts (batch search's, Lightning's)
     if cfg.dist.accelerator == Accelerator.gpu:
-        torch.cuda.set_device(local_gpu(cfg))  # Lightning does so only inside fit: the stream is made before
+        # Lightning does so only inside fit: the stream is made before
+        torch.cuda.set_device(local_gpu(cfg, options))
     # The pipeline's stream holds everything the rank runs on the device, from the model's first
     # weights on, so no work crosses streams unordered.
-    with pipelines.of(cfg).training_stream(cfg):
+    with options.data.training_stream(cfg):
         if cfg.train.name == TrainName.accuracy:
-            return training.run_rank(cfg, out)
-        return measure_rank(cfg, out)
+            return training.run_rank(cfg, out, options)
+        return measure_rank(cfg, out, options)
 
 
-def measure_rank(cfg, out: Path) -> Optional[List[RankResult]]:
+def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]:
     """A throughput run's rank: warm-up, the timed windows, then the profilers."""
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
-    set_math_mode(precision.of(cfg).tf32)
-    search = batch_search.resolve_auto_batch(cfg, device_type)  # data.batch_size=auto: sets the batch
+    set_math_mode(options.precision.tf32)
+    search = batch_search.resolve_auto_batch(cfg, device_type, options=options)  # data.batch_size=auto: sets the batch
     pl.seed_everything(cfg.seed, verbose=False)
     model = ResNetModule(cfg.model, cfg.optim, optimizers.fused_default(cfg.optim, device_type))
     throughput = ThroughputCallback(cfg.bench, cfg.telemetry, device_type)
     first_profiled = throughput.timer.total_steps
-    extras = profiling_callbacks(cfg, device_type, first_profiled, out)
+    extras = profiling_callbacks(cfg, device_type, first_profiled, out, options)
+    profiled = options.profiler.steps(cfg)  # after the measured windows
     world = cfg.dist.nodes * cfg.dist.gpus_per_node
     # After the throughput callback, whose window-edge sync comes first; reads the host clock only.
     progress = Progress(cfg.bench.warmup_steps, cfg.bench.steps * cfg.bench.repeats, cfg.data.batch_size, world,
-                        total_after=profiled_steps(cfg))
-    trainer = build_trainer(cfg, device_type, [throughput, progress, *extras],
-                            first_profiled + profiled_steps(cfg), out)
-    trainer.fit(model, datamodule=pipelines.build(cfg))
+                        total_after=profiled)
+    trainer = build_trainer(cfg, device_type, [throughput, progress, *extras], first_profiled + profiled, out,
+                            options)
+    trainer.fit(model, datamodule=options.data.build(cfg, endless=True))  # as pipelines.build
     ranks = throughput.ranks
     if ranks is None:
         return None
@@ -197,7 +201,7 @@ def main(argv=None) -> None:
     parser.add_argument("--result", help="where --task writes its pickled reply")
     args = parser.parse_args(argv)
     console.quiet()
-    trainer.started_by_rn50()
+    started_by_rn50()
     exit_with_parent()
     if args.serve:
         serve(int(os.environ[POOL_ENV]))

@@ -2,32 +2,36 @@
 cluster environment and profiling callbacks, and the SIGTERM handling rn50 changes."""
 
 from pathlib import Path
+from typing import Optional
 
 import pytorch_lightning as pl
 
 from rn50.distributed import peers
-from rn50.options import clusters, precision, profilers
+from rn50.options.components import Options
 from rn50.profiling.nvtx import NvtxRanges
 
 
-def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path) -> list:
-    """NVTX ranges on GPUs, and the profiler of the steps from first_step on (after the measured windows)."""
+def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path, options: Optional[Options] = None) -> list:
+    """NVTX ranges on GPUs, and the profiler of the steps from first_step on (after the measured windows).
+    options: the run's, built once (run_rank); None builds them, for a caller that has none."""
+    options = options or Options.of(cfg)
     callbacks = []
     if cfg.profiler.nvtx and device_type == "cuda":
         callbacks.append(NvtxRanges())
-    return callbacks + profilers.of(cfg).callbacks(cfg, first_step, device_type, out)
+    return callbacks + options.profiler.callbacks(cfg, first_step, device_type, out)
 
 
-def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False) -> dict:
+def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False, options: Optional[Options] = None) -> dict:
     """The Trainer arguments of every run: devices, strategy, precision, cluster environment."""
+    options = options or Options.of(cfg)
     world = cfg.dist.nodes * cfg.dist.gpus_per_node
     return dict(
         accelerator="gpu" if device_type == "cuda" else "cpu",
         devices=cfg.dist.gpus_per_node,
         num_nodes=cfg.dist.nodes,
         strategy=peers.RosterDDP(gradient_as_bucket_view=True) if world > 1 else "auto",
-        plugins=[precision.of(cfg).plugin(device_type),
-                 *cluster_environment(cfg, requeue)],
+        plugins=[options.precision.plugin(device_type),
+                 *options.cluster.environment(requeue)],
         benchmark=True,
         logger=False,
         enable_progress_bar=False,
@@ -38,12 +42,14 @@ def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False) -> dic
     )
 
 
-def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out: Path) -> pl.Trainer:
+def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out: Path,
+                  options: Optional[Options] = None) -> pl.Trainer:
+    options = options or Options.of(cfg)
     trainer = pl.Trainer(
-        **trainer_args(cfg, device_type, out),
+        **trainer_args(cfg, device_type, out, options=options),
         max_steps=total_steps,
         callbacks=callbacks,
-        profiler=profilers.of(cfg).lightning_profiler(out),
+        profiler=options.profiler.lightning_profiler(out),
         enable_checkpointing=False,
         limit_val_batches=0,
     )
@@ -51,16 +57,11 @@ def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out:
     return trainer
 
 
-def cluster_environment(cfg, requeue: bool = False) -> list:
-    """Say who started the ranks (rn50/options/clusters.py). requeue: a train=accuracy run, which SLURM
-    requeues on REQUEUE_SIGNAL and which resumes from its checkpoint."""
-    return clusters.of(cfg).environment(requeue)
-
-
-def local_gpu(cfg) -> int:
+def local_gpu(cfg, options: Optional[Options] = None) -> int:
     """This rank's GPU index as Lightning picks it: the local rank its cluster environment reads
-    (LOCAL_RANK in rn50's pool and under torchrun, SLURM_LOCALID under SLURM); 0 alone."""
-    envs = cluster_environment(cfg)
+    (LOCAL_RANK in rn50's pool and under torchrun, SLURM_LOCALID under SLURM); 0 alone. The
+    cluster environment says who started the ranks (rn50/options/clusters.py)."""
+    envs = (options or Options.of(cfg)).cluster.environment(False)
     return envs[0].local_rank() if envs else 0
 
 

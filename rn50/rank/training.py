@@ -19,7 +19,6 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from rn50.config.schema import Accelerator
 from rn50.errors import Requeued
 from rn50.measure import environment
-from rn50.options import pipelines, precision
 from rn50.rank.progress import EpochProgress
 from rn50.rank.trainer import skip_sigterm_broadcast, trainer_args
 from rn50.recipe import optimizers, scalers
@@ -186,15 +185,16 @@ def checkpoint_to_load(cfg, out: Path) -> Optional[str]:
     return str(last) if last else None
 
 
-def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
-    """This rank's part of an accuracy run; rank 0 returns [its RankResult], the others None."""
+def run_rank(cfg, out: Path, options) -> Optional[List[RankResult]]:
+    """This rank's part of an accuracy run; rank 0 returns [its RankResult], the others None.
+    options: the run's (components.Options), built once by rank.run_rank."""
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
-    set_math_mode(precision.of(cfg).tf32)
+    set_math_mode(options.precision.tf32)
     pl.seed_everything(cfg.seed, verbose=False)
     world = cfg.dist.nodes * cfg.dist.gpus_per_node
     global_batch = cfg.data.batch_size * world
     fused = optimizers.fused_default(cfg.optim, device_type)
-    datamodule = pipelines.build(cfg)
+    datamodule = options.data.build(cfg, endless=True)  # as pipelines.build
     model = AccuracyModule(cfg.model, cfg.optim, cfg.train, global_batch, datamodule.steps_per_epoch(world), fused)
     t = cfg.train
     record = EpochRecord(cfg.seed, t.epochs, t.eval_every_epochs, t.target_top1, global_batch, out)
@@ -202,7 +202,7 @@ def run_rank(cfg, out: Path) -> Optional[List[RankResult]]:
     # save_on_train_epoch_end: after validation and after EpochRecord closed the epoch.
     checkpoints = ModelCheckpoint(dirpath=out / resume.CHECKPOINT_DIR, filename=Path(resume.LAST).stem,
                                   save_top_k=1, enable_version_counter=False, save_on_train_epoch_end=True)
-    trainer = pl.Trainer(**trainer_args(cfg, device_type, out, requeue=True),
+    trainer = pl.Trainer(**trainer_args(cfg, device_type, out, requeue=True, options=options),
                          max_epochs=t.epochs, check_val_every_n_epoch=t.eval_every_epochs,
                          callbacks=[record, EpochProgress(t.epochs, record), checkpoints],
                          enable_checkpointing=True)

@@ -1,5 +1,6 @@
-"""rn50's training step with no framework: the bare loop (rn50/tools/baseline.py) trains with it,
-and a rank's batch search (rn50/rank/batch_search.py) probes batch sizes with it."""
+"""rn50's training step without a framework: the network, precision, layout and optimizer of a
+run as one callable. The bare loop (rn50/tools/baseline.py) measures what the framework costs with it;
+the batch search (rn50/rank/batch_search.py) probes batch sizes with it."""
 
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
@@ -9,11 +10,10 @@ from torch import nn
 
 from rn50.config.schema import OptimConfig
 from rn50.recipe.model import build_network
-from rn50.recipe.optimizers import for_network
+from rn50.recipe.optimizers import for_network, fused_default
 from rn50.recipe.scalers import GradScaler, StaticGradScaler
 
-# rn50's built-in precisions (conf/precision/), written out here: the bare loop shares no framework code.
-PRECISIONS = ["fp32", "tf32", "amp", "amp_static", "bf16"]
+# The autocast dtype of rn50's built-in precisions (conf/precision/) that have one.
 AUTOCAST = {"amp": torch.float16, "amp_static": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -63,9 +63,10 @@ def build_train_step(arch: str, precision, device: torch.device, *, num_classes:
                      image_size: int = 224, channels_last: bool = True, compile_mode: Optional[str] = None,
                      fused: Optional[bool] = None, loss_scale: float = 1024.0, optim=None,
                      ddp: bool = False) -> TrainStep:
-    """rn50's network, precision, layout and optimizer as a bare step. precision is one of
-    PRECISIONS, or a run's precision object (rn50/options/precision.py), whose autocast and scaler it takes.
-    compile_mode None runs eager; fused None means fused SGD on GPUs; ddp wraps the network for an
+    """rn50's network, precision, layout and optimizer as a bare step. precision is a built-in
+    precision's name (fp32, tf32, amp, amp_static, bf16), or a run's precision object (rn50/options/precision.py), whose autocast and scaler it takes.
+    compile_mode None runs eager; fused None follows optim.fused as a run does
+    (optimizers.fused_default); ddp wraps the network for an
     initialized process group."""
     net = build_network(arch, num_classes, channels_last).to(device)
     model = net
@@ -74,8 +75,9 @@ def build_train_step(arch: str, precision, device: torch.device, *, num_classes:
             net, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True)
     if compile_mode is not None:
         model = torch.compile(model, mode=compile_mode)
-    fused = device.type == "cuda" if fused is None else fused
-    optimizer = for_network(net, optim or OptimConfig(), fused=fused)
+    optim = optim or OptimConfig()
+    fused = fused_default(optim, device.type) if fused is None else fused
+    optimizer = for_network(net, optim, fused=fused)
     if not isinstance(precision, str):
         dtype = getattr(torch, precision.autocast) if precision.autocast else None
         scaler = precision.scaler(device.type)

@@ -20,19 +20,15 @@ from typing import Dict, List, Tuple
 
 from rn50.config import keys
 from rn50.config.messages import reported
+from rn50.config.schema import nodes_gpus
 from rn50.errors import Rn50Error
-from rn50.point.identity import MOVED_KEYS
+from rn50.point.identity import MOVED_KEYS, NOT_IMAGES_PER_SEC
 from rn50.results import report
 from rn50.tracking import store as tracking
 
 PROG = "rn50.compare"
-# Keys that do not change images/sec: where it was logged and launched from, telemetry, the MFU
-# peaks, how many windows (more windows measure the same figure), the profiler's own settings
-# (its steps come after the measured windows). dist.accelerator is replaced by the device kind
-# the run used, so `auto` on a GPU host matches `gpu`; device, the profile, changes a run only
-# through the keys it sets.
-NOT_SETUP = ("mlflow.", "telemetry.", "cluster.", "mfu.", "dry_run", "device", "bench.repeats", "dist.accelerator",
-             "profiler.active", "profiler.wait", "profiler.warmup", "profiler.steps", "profiler.executable")
+# Keys that do not change images/sec: rn50/point/identity.py's NOT_IMAGES_PER_SEC, beside a point's identity.
+NOT_SETUP = NOT_IMAGES_PER_SEC
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -83,7 +79,7 @@ def label(run) -> str:
     """model precision batch dist, as a person names a point."""
     p, t = run.data.params, run.data.tags
     model = p.get("model.arch", "?") + (" compiled" if p.get("model.compile") == "True" else "")
-    dist = t.get("dist") or f"{p.get('dist.nodes', 1)}n{p.get('dist.gpus_per_node', 1)}g"
+    dist = t.get("dist") or nodes_gpus(p.get("dist.nodes", 1), p.get("dist.gpus_per_node", 1))
     device = " cpu" if report.accelerator(run) == "cpu" else ""
     return f"{model} {p.get('precision.name', '?')} bs{p.get('data.batch_size', '?')} {dist}{device}"
 
@@ -244,7 +240,7 @@ def main(argv=None) -> None:
         if db != uri and not Path(db).is_file():
             raise Rn50Error(f"--tracking-uri {uri}: no such file; run where the runs were recorded")
         tracking.check_reachable(uri, write=False)  # a comparison only reads
-        client = tracking.MlflowClient(uri)
+        client = tracking.open_client(uri)
         specs = (("BASE", args.base), ("CANDIDATE", args.candidate))
         found = [find_runs(client, uri, spec, args.experiment, side) for side, spec in specs]
         keys, unshared = shared_keys(found[0] + found[1])

@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from rn50.config.messages import reported
+from rn50.config.schema import nodes_gpus
 from rn50.errors import Rn50Error
-from rn50.point.identity import current_params, reads_dali_keys
+from rn50.point.identity import NOT_REPORT_SETUP, current_params, leaves_out, reads_dali_keys
 from rn50.tracking import store as tracking
 
 ROLE_TAG = tracking.ROLE_TAG
-# Keys that may differ between a point and its 1n1g reference; device, the profile, changes a run
-# only through the keys it sets, and the device kind keeps CPU and GPU runs apart (add_scaling).
-NOT_SETUP = ("dist.", "profiler.", "telemetry.", "cluster.", "mlflow.", "device")
+# Keys that may differ between a point and its 1n1g reference (rn50/point/identity.py's NOT_REPORT_SETUP);
+# the device kind keeps CPU and GPU runs apart (add_scaling).
+NOT_SETUP = NOT_REPORT_SETUP
 # The MFU peak table is the same data in every run; mfu.peak_tflops (an override) stays.
 PEAK_TABLE = "mfu.peaks."
 # Column keys stay as they are (CSV and JSON readers use them); headers name the device kind.
@@ -57,7 +58,7 @@ def setup(params: Dict[str, str], leave_out=NOT_SETUP) -> str:
     if not reads_dali_keys(params.get("data._target_"), params.get("data.name")):
         leave_out = (*leave_out, "data.dali.")
     return ";".join(f"{k}={v}" for k, v in sorted(params.items())
-                    if not k.startswith(leave_out) and not k.startswith(PEAK_TABLE))
+                    if not leaves_out(k, leave_out) and not k.startswith(PEAK_TABLE))
 
 
 def accelerator(run) -> str:
@@ -69,7 +70,7 @@ def accelerator(run) -> str:
 
 
 def has_throughput(run) -> bool:
-    """Under ncu every kernel launch of the measured window is intercepted too (README, Profilers),
+    """Under ncu every kernel launch of the measured window is intercepted too (docs/profiling.md),
     so an ncu run's images/sec is no benchmark figure."""
     return run.data.params.get("profiler.name") != "ncu"
 
@@ -145,7 +146,7 @@ def collect(uri: str, parent_run_id: Optional[str] = None, experiment: Optional[
             filter_string: str = "") -> List[Dict]:
     """One row per benchmark run: the children of a sweep, or an experiment's runs."""
     try:
-        return _collect(tracking.MlflowClient(uri), uri, parent_run_id, experiment, filter_string)
+        return _collect(tracking.open_client(uri), uri, parent_run_id, experiment, filter_string)
     except tracking.MlflowException as exc:
         which = f"--parent-run-id {parent_run_id}" if parent_run_id else f"--filter {filter_string!r}"
         raise Rn50Error(f"{which}: {str(exc).splitlines()[0]}") from None
@@ -294,7 +295,7 @@ def _plot(rows: List[Dict], out: Path) -> List[Path]:
     one, many = device_names(done or rows)
     by_batch, by_gpus = defaultdict(list), defaultdict(list)
     for r in done:
-        by_batch[f"{r['model']} {r['precision']} {r['nodes']}n{r['gpus'] // r['nodes']}g"].append(
+        by_batch[f"{r['model']} {r['precision']} {nodes_gpus(r['nodes'], r['gpus'] // r['nodes'])}"].append(
             (r["batch_per_gpu"], r["images_per_sec_median"]))
         if r["speedup"] is not None:
             by_gpus[f"{r['model']} {r['precision']} bs{r['batch_per_gpu']}"].append((r["gpus"], r["speedup"]))

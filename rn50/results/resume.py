@@ -16,16 +16,13 @@ from omegaconf import DictConfig
 
 from rn50.config.schema import TrainName
 from rn50.errors import ConfigError
-from rn50.point.identity import current_params
+from rn50.point.identity import MAY_DIFFER_ON_RESUME, current_params, leaves_out
 
 RUN_FILE = "run.json"
 CHECKPOINT_DIR = "checkpoints"
 LAST = "last.ckpt"
-# Keys that may differ between a run and its resumption: where it is recorded, how it is
-# started and read, and resume itself. Anything else changes what the checkpoint would continue.
-MAY_DIFFER = ("train.resume", "mlflow.", "sweep.", "dry_run", "cluster.", "data.num_workers", "telemetry.",
-              "profiler.", "data.root", "data.dali.num_threads",
-              "dist.interface")
+# Keys that may differ between a run and its resumption: rn50/point/identity.py's MAY_DIFFER_ON_RESUME.
+MAY_DIFFER = MAY_DIFFER_ON_RESUME
 
 
 def requeued() -> bool:
@@ -69,7 +66,7 @@ def run_to_continue(cfg: DictConfig, out: Path, params: Dict[str, str]) -> Optio
     old = current_params(before["params"])  # a checkpoint's run.json from before issue 28 names its options' old paths
     # Keys only one side has came or went with an rn50 version (data._target_, model.autotune_*):
     # a checkpoint written before them still resumes.
-    changed = sorted(k for k in set(old) & set(params) if not k.startswith(MAY_DIFFER) and old[k] != params[k])
+    changed = sorted(k for k in set(old) & set(params) if not leaves_out(k, MAY_DIFFER) and old[k] != params[k])
     if changed:
         what = ", ".join(f"{k}={old[k]}" for k in changed[:3])
         now = ", ".join(f"{k}={params[k]}" for k in changed[:3])

@@ -4,7 +4,8 @@ No Lightning, Hydra or MLflow: the same torchvision network, channels_last,
 fused SGD, autocast and loss scaling, and the same synthetic device-resident
 batch, timed as rn50 times it (warm-up, then a window synced at its edges). On a GPU
 with an NVML energy counter it also reports images per joule over the windows.
-`build_train_step` is the same step for other code (rn50/rank/batch_search.py).
+The step is rn50/recipe/train_step.py's, which the batch search (rn50/rank/batch_search.py) probes with too;
+the windows are rn50/measure/timing.py's WindowTimer, as a rank's.
 With --data-root the batches come from rn50's DALI pipeline (data=dali) instead: the bare DALI
 loop, or with --decode-only the pipeline alone, with no training.
 
@@ -19,7 +20,6 @@ import json
 import math
 import os
 import statistics
-import time
 from typing import Callable, Iterator, Optional
 
 import torch
@@ -30,13 +30,16 @@ from rn50.config.directory import config_dir
 from rn50.config.messages import one_line
 from rn50.launcher.launch import set_num_classes
 from rn50.measure import environment, nvml
-from rn50.measure.device import handle_for_cuda_device
+from rn50.measure.device import DeviceClock, handle_for_cuda_device
+from rn50.measure.timing import WindowTimer
 from rn50.options import pipelines
 from rn50.point.validate import validate
 from rn50.recipe.model import configure_inductor
 from rn50.recipe.precision import set_math_mode
-from rn50.recipe.train_step import PRECISIONS, build_train_step
+from rn50.recipe.train_step import build_train_step
 
+# rn50's built-in precisions (conf/precision/), written out here: the bare loop shares no framework code.
+PRECISIONS = ["fp32", "tf32", "amp", "amp_static", "bf16"]
 COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
@@ -120,35 +123,37 @@ def main(argv=None) -> dict:
             train = build_train_step(args.arch, args.precision, device, **options, num_classes=cfg.model.num_classes)
             step = lambda: train(*next(batches))  # noqa: E731
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
-    for _ in range(args.warmup_steps):
-        loss = step()
-    if args.cuda_graph:
-        step = capture(step, device)
     energy = energy_counter(device)
     rates, joules, edge_losses = [], [], []
-    for _ in range(args.repeats):
-        sync()
-        mj0 = energy()  # at the synchronized edges, outside the timed span
-        edge_losses.append(float(loss) if train else None)  # the loss of the step this edge follows
-        t0 = time.perf_counter()
-        for _ in range(args.steps):
-            loss = step()
-        sync()
-        seconds = time.perf_counter() - t0
-        mj1 = energy()
-        edge_losses.append(float(loss) if train else None)
-        # The slowest rank's window, as rn50 reports it; the energy of every rank's GPU.
-        edge = torch.tensor([seconds, (mj1 - mj0) / 1e3 if None not in (mj0, mj1) else float("nan")],
-                            dtype=torch.float64, device=device)
-        if world > 1:
-            torch.distributed.all_reduce(edge[:1], op=torch.distributed.ReduceOp.MAX)
-            torch.distributed.all_reduce(edge[1:], op=torch.distributed.ReduceOp.SUM)
-        rates.append(args.batch_size * world * args.steps / edge[0].item())
-        joules.append(edge[1].item())
+    mj0 = None  # the energy counter where the open window started
+
+    def at_edge(k: int) -> None:
+        """Edge k of the windows, after its sync and outside every window: close window k-1 (the
+        slowest rank's seconds, every GPU's energy), then open window k. The loss of the step the
+        edge follows is read at each window's start and end."""
+        nonlocal step, mj0
+        if k > 0:
+            mj1 = energy()
+            edge_losses.append(float(loss) if train else None)
+            edge = torch.tensor([timer.windows[-1].seconds,
+                                 (mj1 - mj0) / 1e3 if None not in (mj0, mj1) else float("nan")],
+                                dtype=torch.float64, device=device)
+            if world > 1:
+                torch.distributed.all_reduce(edge[:1], op=torch.distributed.ReduceOp.MAX)
+                torch.distributed.all_reduce(edge[1:], op=torch.distributed.ReduceOp.SUM)
+            rates.append(args.batch_size * world * args.steps / edge[0].item())
+            joules.append(edge[1].item())
+        if k < args.repeats:
+            if k == 0 and args.cuda_graph:  # captured after the warm-up, before any window
+                step = capture(step, device)
+                torch.cuda.synchronize()
+            mj0 = energy()
+            edge_losses.append(float(loss) if train else None)
+
+    timer = WindowTimer(args.warmup_steps, args.steps, args.repeats, DeviceClock(device.type), on_edge=at_edge)
+    for _ in range(timer.total_steps):
+        loss = step()
+        timer.step_end()
     images = args.batch_size * world * args.steps * args.repeats
     measured = all(j == j for j in joules)  # NaN where a GPU has no energy counter
     result = {"baseline": "bare_pytorch", **vars(args), "world_size": world,

@@ -16,8 +16,6 @@ import re
 import shutil
 import sqlite3
 import sys
-import urllib.error
-import urllib.request
 import uuid
 from importlib import metadata
 from pathlib import Path
@@ -265,18 +263,14 @@ def _check_sqlite(uri: str, path: Path, fix: str) -> Check:
 
 
 def _check_server(uri: str, fix: str) -> Check:
-    try:
-        urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=10).read()
-    except (OSError, urllib.error.URLError) as exc:
-        return _fail("tracking", f"{uri}: no answer ({getattr(exc, 'reason', exc)})",
-                     "start the server (launchers/mlflow_server.sh) or " + fix)
-    # Fail fast rather than through MLflow's default retries, which take minutes.
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
-    try:
-        # rn50's own client, under its retry policy, as a run meets the server.
-        from rn50.tracking import store as tracking  # deferred: omegaconf or mlflow may be missing here
+    # rn50.tracking's probe and its client, under its retry policy, as a run meets the server.
+    from rn50.tracking import store as tracking  # deferred: omegaconf or mlflow may be missing here
 
+    reason = tracking.server_unreachable(uri)
+    if reason is not None:
+        return _fail("tracking", f"{uri}: no answer ({reason})",
+                     "start the server (launchers/mlflow_server.sh) or " + fix)
+    try:
         client = tracking.open_client(uri)
         experiment = client.create_experiment(f"rn50-doctor-{uuid.uuid4().hex[:12]}")
         run = client.create_run(experiment)

@@ -44,6 +44,16 @@ def open_client(uri: str):
     return mlflow().MlflowClient(uri)
 
 
+def server_unreachable(uri: str) -> Optional[str]:
+    """A server's /health probe, the one rn50 makes: None when it answers, else why not. One try
+    of 10 s, so that a server that is down is said at once."""
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=10).read()
+    except (urllib.error.URLError, OSError) as exc:
+        return str(getattr(exc, "reason", exc))
+    return None
+
+
 def __getattr__(name: str):
     """MlflowClient and MlflowException, imported when a caller first asks for them."""
     if name in ("MlflowClient", "MlflowException"):
@@ -80,10 +90,8 @@ def check_reachable(uri: str, open_store: bool = True, write: bool = True) -> No
     if db is not None:
         check_sqlite(uri, db, write)
     if uri.startswith(("http://", "https://")):
-        try:
-            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=10).read()
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
+        reason = server_unreachable(uri)
+        if reason is not None:
             raise Rn50Error(
                 f"mlflow.tracking_uri={uri} is unreachable ({reason}); start a server "
                 "(launchers/mlflow_server.sh) or drop the key to use ./mlflow.db"

@@ -1,0 +1,56 @@
+"""docs/configuration.md and `python -m rn50 --help` are generated from conf/ and rn50/config/schema.py
+(rn50/config/docs.py); the README's links and test command stay true."""
+
+import re
+import subprocess
+import sys
+
+from conftest import CONF, ROOT
+from rn50.config import docs as config_docs
+
+PAGE = ROOT / "docs" / "configuration.md"
+
+
+def test_the_configuration_page_is_the_generators_output():
+    assert PAGE.read_text() == config_docs.page(), (
+        "docs/configuration.md is stale: run `python -m rn50.config_docs > docs/configuration.md`")
+
+
+def test_every_option_has_a_line_and_every_key_a_docstring(compose_cfg):
+    groups = config_docs.groups(CONF)
+    assert "hydra" not in groups and not any(g.startswith("schema") for g in groups)
+    assert {o.name for o in groups["precision"]} == {p.stem for p in (CONF / "precision").glob("*.yaml")}
+    assert [o.name for o in groups["model"] if o.default] == ["resnet50"]
+    sections = config_docs.schema_keys(config_docs.OmegaConf.to_container(compose_cfg()))
+    undocumented = [k.key for keys in sections.values() for k in keys if not k.doc]
+    assert not undocumented, f"fields without a docstring in rn50/config/schema.py: {undocumented}"
+    assert "precision.loss_scale" in {k.key for k in sections["precision=amp_static"]}
+
+
+def test_help_explains_rn50_with_the_generated_groups_and_keys(compose_cfg):
+    done = subprocess.run([sys.executable, "-m", "rn50", "--help"], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert out.startswith("python -m rn50 ") and "Declarative ResNet-50 training benchmarks" in out
+    assert config_docs.text(compose_cfg(), markdown=False).rstrip() in out  # the same text as the page's
+    # Hydra's generic page is gone: its banner, the internal schema/* groups, the MFU peaks table.
+    assert "powered by Hydra" not in out and "schema/" not in out and "NVIDIA H100" not in out
+    examples = re.findall(r"^  python -m rn50(.*?)(?:#|$)", out.split("EXAMPLES", 1)[1], re.M)
+    assert len(examples) == 3, examples
+    for example in examples:  # each composes
+        compose_cfg([a for a in example.split() if a != "--multirun" and "," not in a])
+
+
+def test_help_shows_the_defaults_of_the_options_given(compose_cfg):
+    text = config_docs.help_text(_root_=compose_cfg(["data=dali"]))
+    assert "data.dali.num_threads (int or null; default 12)" in text
+    assert "default sqlite:///$${hydra:runtime.cwd}/mlflow.db" in text  # `$` doubled for Hydra's template
+
+
+def test_the_readme_links_pages_that_exist_and_ci_runs_its_test_command():
+    readme = (ROOT / "README.md").read_text()
+    for page in re.findall(r"\((docs/[\w./-]+\.md)\)", readme):
+        assert (ROOT / page).is_file(), page
+    command = 'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && python -m pytest'
+    assert f"\n{command}\n" in readme and f"\n{command}\n" in (ROOT / ".ci" / "run").read_text()
