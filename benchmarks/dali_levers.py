@@ -32,10 +32,11 @@ import time
 
 import torch
 
-from rn50.baseline import COMPILE_MODES, PRECISIONS, dali_batches, dali_config
-from rn50.train_step import build_train_step
-from rn50.precision import set_math_mode
-from rn50.profile import Span, union_us
+from rn50.tools.baseline import COMPILE_MODES, PRECISIONS, dali_batches, dali_config
+
+from rn50.recipe.train_step import build_train_step
+from rn50.recipe.precision import set_math_mode
+from rn50.profiling.torch_profile import Span, union_us
 
 
 def sync():

@@ -4,8 +4,8 @@ import json
 import time
 
 import torch
-from rn50.train_step import build_train_step
-from rn50.schema import OptimConfig
+from rn50.recipe.train_step import build_train_step
+from rn50.config.schema import OptimConfig
 
 torch.backends.cudnn.benchmark = True
 dev = torch.device("cuda")

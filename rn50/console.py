@@ -135,7 +135,7 @@ def cpu_precision_warning(precision, device_type) -> str:
 
     PyTorch's CPU kernels have no fast fp16 training path (docs/benchmarks.md, "The CPU
     profile"). Returns "" (and logs nothing) for any other precision or device.
-    Takes a precision object (rn50/precision.py) and 'cpu' or Accelerator.cpu.
+    Takes a precision object (rn50/options/precision.py) and 'cpu' or Accelerator.cpu.
     """
     device = getattr(device_type, "value", device_type)
     if device != "cpu" or precision.autocast != "float16":

@@ -28,7 +28,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rn50.errors import RunFailed
 
-POOL_ENV = "RN50_POOL_FD"  # rn50/rank.py reads it
+POOL_ENV = "RN50_POOL_FD"  # rn50/rank/run.py reads it
 GRACE_S = 10.0  # after one rank fails, how long the others get to report their own error
 
 

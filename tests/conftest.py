@@ -25,14 +25,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-import rn50.schema  # noqa: F401,E402  registers the schema Hydra composes into
+import rn50.config.schema  # noqa: F401,E402  registers the schema Hydra composes into
 from slurm_cluster import slurm_cluster, slurm_two_nodes  # noqa: F401,E402  SLURM test clusters for the session
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 # A run small enough for a 2-core CPU: seconds, not minutes. fp32: fp16 autocast is many times
 # slower on CPUs, and amp's dynamic scale (65,536 at first) skips a fresh network's first steps,
-# so a 3-step amp run never trains and fails as stalled (rn50/trained.py).
+# so a 3-step amp run never trains and fails as stalled (rn50/measure/trained.py).
 TINY = [
     "dist.accelerator=cpu",
     "precision=fp32",

@@ -3,12 +3,12 @@
 profiler._target_=slow_steps.SlowSteps (with tests/ on PYTHONPATH) is profiler=none plus a callback
 that adds FIRST_S seconds to the first step, as slow as a first step that autotunes cuDNN or
 compiles, and STEP_S to each later one. It is added to the rank's Trainer as any profiler's
-callbacks are (rn50/profilers.py), and rn50 runs it through its launcher and a rank, unchanged.
+callbacks are (rn50/options/profilers.py), and rn50 runs it through its launcher and a rank, unchanged.
 """
 
 import time
 
-from rn50.profilers import NoProfiler
+from rn50.options.profilers import NoProfiler
 
 FIRST_S = 13.0  # past the 10 s after which a heartbeat line must come
 STEP_S = 2.5

@@ -1,7 +1,7 @@
 """rn50's SLURM launcher for Hydra (cluster=slurm), built on hydra-submitit-launcher.
 
 The plugin's own launcher gives every job of a sweep the resources of the sweep's
-first config. This one works them out per job (rn50/slurm.py), checks every job
+first config. This one works them out per job (rn50/slurm/sbatch.py), checks every job
 before anything is submitted, makes each job's MLflow run and passes its id to the job
 (mlflow.run_id), submits them all (they may run at once), waits, and closes by id the
 runs of jobs that SLURM ended before their rank 0 could. A sweep.resume point that
@@ -18,8 +18,12 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as SubmititSlurmLauncher
 from omegaconf import DictConfig
 
-from rn50 import launch, schema, slurm, slurm_jobs, tracking
-from rn50.sweep import PARENT_ENV
+from rn50.config import schema
+from rn50.launcher import launch, slurm_jobs
+from rn50.launcher.sweep import PARENT_ENV
+from rn50.point import identity
+from rn50.slurm import sbatch as slurm
+from rn50.tracking import store as tracking
 
 log = logging.getLogger("rn50")
 
@@ -28,7 +32,7 @@ class SlurmLauncher(SubmititSlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         HydraConfig.instance().set_config(self.config)  # resolves ${hydra:runtime.cwd} in the job configs
         configs = [self.hydra_context.config_loader.load_sweep_config(self.config, list(o)) for o in job_overrides]
-        hashes = [schema.config_hash(cfg) for cfg in configs]  # as composed, as each job's run is tagged
+        hashes = [identity.config_hash(cfg) for cfg in configs]  # as composed, as each job's run is tagged
         for cfg in configs:
             launch.preflight(cfg, here=False)
         plans = [slurm.resources(cfg, self.params) for cfg in configs]
@@ -79,7 +83,7 @@ class SlurmLauncher(SubmititSlurmLauncher):
 
     def checkpoint(self, *args, **kwargs) -> None:
         """No requeue by submitit on preemption or time-out (submitit asks this): a benchmark is not
-        resumed, and a train=accuracy job is requeued by Lightning, on USR1 (rn50/slurm.py)."""
+        resumed, and a train=accuracy job is requeued by Lightning, on USR1 (rn50/slurm/sbatch.py)."""
         return None
 
     def _wait(self, job, cfg: DictConfig, overrides, run_id: str) -> JobReturn:

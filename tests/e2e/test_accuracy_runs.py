@@ -13,7 +13,9 @@ import torch
 
 from conftest import ROOT, _empty_store, rn50, runs_in
 from digits import DIGITS_RUN, EPOCHS, write_digits
-from rn50 import accuracy, report, tracking
+from rn50.recipe import accuracy
+from rn50.results import report
+from rn50.tracking import store as tracking
 
 
 def _evaluate_shard(rank: int, world: int, init: str, logits, labels, out):

@@ -9,8 +9,8 @@ import pytest
 AGREE = """
 import sys
 from omegaconf import OmegaConf
-from rn50.batch_search import agree_on_batch, join_ranks
-from rn50.schema import Rn50Config
+from rn50.rank.batch_search import agree_on_batch, join_ranks
+from rn50.config.schema import Rn50Config
 import torch, torch.distributed as dist
 cfg = OmegaConf.merge(OmegaConf.structured(Rn50Config), {"dist": {"gpus_per_node": 2, "accelerator": "cpu"}})
 join_ranks(cfg, torch.device("cpu"))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import TINY, rn50, runs_in
-from rn50.tracking import MlflowClient
+from rn50.tracking.store import MlflowClient
 
 pytestmark = pytest.mark.slow  # every test here runs `python -m rn50` as a user would
 
@@ -57,7 +57,7 @@ def test_tiny_run_is_recorded_with_the_proof_that_it_trained(tmp_path):
     assert len(steps) == 3 and all(float(s["duration_ms"]) > 0 for s in steps)
 
 
-# A host without a GPU, as CUDA and NVML see it (rn50/nvml.py counts the visible ones).
+# A host without a GPU, as CUDA and NVML see it (rn50/measure/nvml.py counts the visible ones).
 NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
 
 

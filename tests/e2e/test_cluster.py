@@ -149,13 +149,16 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
     import functools
     import threading
 
-    from rn50 import schema, slurm, slurm_jobs, tracking
+    from rn50.point import identity
+    from rn50.slurm import sbatch as slurm
+    from rn50.launcher import slurm_jobs
+    from rn50.tracking import store as tracking
 
     for key, value in slurm_cluster.env.items():
         monkeypatch.setenv(key, value)
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
-    run_id = slurm_jobs.make_run(cfg, None, schema.config_hash(cfg))
+    run_id = slurm_jobs.make_run(cfg, None, identity.config_hash(cfg))
     launcher = {"submitit_folder": str(tmp_path / "%j"), "max_num_timeout": 0}
     params = {"timeout_min": 5, "nodes": 1, "tasks_per_node": 1, "additional_parameters": {}}
     job = slurm.submit(launcher, params, functools.partial(os._exit, 9))  # killed: no result written

@@ -19,7 +19,7 @@ from tiny_module import Tiny
 
 pl.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
            enable_progress_bar=False, enable_model_summary=False).fit(Tiny(8))
-from rn50.precision import Amp
+from rn50.options.precision import Amp
 cpu_precision_warning(Amp(), "cpu")
 """
 

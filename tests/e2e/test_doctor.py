@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from rn50 import doctor
+from rn50.tools import doctor
 from test_tracking_server import server  # noqa: F401  a real MLflow server
 
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from conftest import ROOT
-from rn50 import config_docs
+from rn50.config import docs as config_docs
 
 
 def test_help_explains_rn50_with_the_generated_groups_and_keys(compose_cfg):

@@ -4,7 +4,7 @@ ncu refused in one line before any run."""
 import pytest
 
 from conftest import ROOT, TINY, rn50, runs_in
-from rn50 import ncu
+from rn50.profiling import ncu
 from rn50.errors import RunFailed
 
 DATA = ROOT / "tests" / "data"

@@ -13,7 +13,7 @@ MODULE = '''
 import itertools
 
 from rn50.errors import ConfigError
-from rn50.pipelines import Pipeline
+from rn50.options.pipelines import Pipeline
 
 
 class Constant(Pipeline):

@@ -9,7 +9,7 @@ from conftest import TINY, rn50, runs_in
 
 # bf16 autocast with TF32 off: what bf16 would be without TF32 for the layers autocast keeps in fp32.
 MODULE = '''
-from rn50.precision import Bf16
+from rn50.options.precision import Bf16
 
 
 class Bf16NoTf32(Bf16):

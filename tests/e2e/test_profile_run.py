@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY, rn50, runs_in
-from rn50.profile import (KINDS)
-from rn50.tracking import MlflowClient
+from rn50.profiling.torch_profile import (KINDS)
+from rn50.tracking.store import MlflowClient
 
 
 @pytest.mark.slow

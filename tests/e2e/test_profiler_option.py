@@ -11,7 +11,7 @@ from conftest import TINY, rn50, runs_in
 
 # Counts the steps after the measured windows; its metrics() and artifacts() are what rank 0 gathers.
 MODULE = '''
-from rn50.profilers import Profiler
+from rn50.options.profilers import Profiler
 
 
 class Counter(Profiler):
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from hydra.core.config_store import ConfigStore
 
-from rn50.schema import ProfilerConfig
+from rn50.config.schema import ProfilerConfig
 
 
 @dataclass

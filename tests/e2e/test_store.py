@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, _empty_store, rn50, runs_in
-from rn50 import tracking, upload
-from rn50.tracking import MlflowClient
+from rn50.tracking import store as tracking
+from rn50.tracking import upload
+from rn50.tracking.store import MlflowClient
 
 pytestmark = pytest.mark.slow  # each runs python -m rn50, or ten processes at once
 

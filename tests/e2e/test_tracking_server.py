@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, rn50
-from rn50.tracking import MlflowClient
+from rn50.tracking.store import MlflowClient
 
 pytestmark = pytest.mark.slow  # a real MLflow server
 

@@ -53,7 +53,7 @@ def test_time_to_accuracy_learns_a_learnable_set_under_every_precision(tmp_path,
     top-1 within a few epochs; model.num_classes follows the 10 class folders."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from rn50 import fake_imagenet
+    from rn50.tools import fake_imagenet
 
     tree = tmp_path / "learnable"
     fake_imagenet.make(tree, classes=10, train_per_class=256, val_per_class=20, learnable=True, progress=False)

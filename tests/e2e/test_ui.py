@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 
 from conftest import TINY, _empty_store, rn50, runs_in
-from rn50 import tracking
+from rn50.tracking import store as tracking
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, _empty_store, runs_in
-from rn50.wheelhouse import (DEFAULT_INDEX, Target, WheelhouseError, build_from_source, expand_platforms,
+from rn50.tools.wheelhouse import (DEFAULT_INDEX, Target, WheelhouseError, build_from_source, expand_platforms,
                              host_platform, split_file)
 
 # What the test wheelhouse carries: rn50's own dependencies, small and pure Python (mlflow's wheels

@@ -1,6 +1,5 @@
-"""rn50.dali on the CPU path: a tiny ImageFolder tree, a stand-in trainer, no Trainer.fit."""
+"""rn50.data.dali on the CPU path: a tiny ImageFolder tree, a stand-in trainer, no Trainer.fit."""
 
-import importlib
 import itertools
 import random
 import shutil
@@ -13,11 +12,12 @@ import torch
 pytest.importorskip("nvidia.dali")
 from PIL import Image  # noqa: E402
 
-from rn50 import dali  # noqa: E402
-from rn50 import data as data_modules  # noqa: E402
-from rn50.dali import DaliData, DaliLoader, shard_files  # noqa: E402
+import rn50.data  # noqa: E402
+from rn50.data import dali  # noqa: E402
+from rn50.data.dali import DaliData, DaliLoader, shard_files  # noqa: E402
 from rn50.errors import Rn50Error  # noqa: E402
-from rn50.schema import validate  # noqa: E402
+from rn50.options import pipelines  # noqa: E402
+from rn50.point.validate import validate  # noqa: E402
 
 # Folders made out of order: labels must follow the sorted names, as with torchvision's ImageFolder.
 CLASSES = ["cat", "ant", "bee"]
@@ -78,7 +78,7 @@ def test_each_dali_key_composes_and_runs_a_step(tree, compose_cfg, lever):
     # bf16: auto gives float32 outputs, and float16 is allowed too.
     cfg = validate(compose_cfg(["data=dali", f"data.root={tree}", "precision=bf16", f"data.image_size={SIZE}",
                                 f"data.batch_size={BATCH}", "data.dali.num_threads=2", f"data.dali.{lever}"]))
-    dm = data_modules.build(cfg)
+    dm = pipelines.build(cfg)
     pipe = dm._pipeline(torch.device("cpu"), rank=0, world=1)
     images, labels = next(iter(DaliLoader(dm, pipe, rank=0, world=1)))
     assert LEVERS[lever](dm, pipe)
@@ -141,9 +141,10 @@ def test_corrupt_jpeg_error_names_the_file(tree, tmp_path, damage):
 
 def test_missing_dali_is_one_line_naming_the_extras(monkeypatch):
     monkeypatch.setitem(sys.modules, "nvidia.dali", None)
-    importlib.reload(dali)  # importing the module needs no DALI
+    monkeypatch.delitem(sys.modules, "rn50.data.dali")
+    monkeypatch.delattr(rn50.data, "dali")  # so that the next import imports it afresh
     with pytest.raises(Rn50Error) as err:
-        dali.DaliData("/data", 8, 32, 1, True, False, 0)
+        pipelines.dali()  # what data=dali's build and the bare loop's --dali import DALI through
     message = str(err.value)
     assert "\n" not in message and 'pip install -e ".[dali-cuda130]"' in message
     assert all(extra in message for extra in ("dali-cuda110", "dali-cuda120", "dali-cuda130"))
@@ -151,7 +152,7 @@ def test_missing_dali_is_one_line_naming_the_extras(monkeypatch):
 
 
 def test_bare_loop_takes_dali_batches(tree, capsys):
-    from rn50 import baseline
+    from rn50.tools import baseline
 
     common = ["--arch", "resnet18", "--precision", "fp32", "--batch-size", str(BATCH), "--image-size", str(SIZE),
               "--warmup-steps", "1", "--steps", "2", "--data-root", str(tree), "--dali", "num_threads=1"]

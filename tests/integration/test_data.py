@@ -8,14 +8,14 @@ import pytorch_lightning as pl
 import torch
 
 from conftest import TINY, make_tree
-from rn50 import data
-from rn50.checks import count_train_images
-from rn50.data import ImageFolderData
+from rn50.options import pipelines
+from rn50.options.checks import count_train_images
+from rn50.data.modules import ImageFolderData
 from rn50.errors import ConfigError
-from rn50.rank import build_trainer
-from rn50.schema import validate
-from rn50.throughput import ThroughputCallback
-from rn50.timing import summarize
+from rn50.rank.trainer import build_trainer
+from rn50.point.validate import validate
+from rn50.rank.throughput import ThroughputCallback
+from rn50.measure.timing import summarize
 
 REAL = [*TINY, "data.num_workers=1", "data.dali.num_threads=1"]
 
@@ -82,7 +82,7 @@ def test_epoch_ends_inside_the_measured_window(tmp_path, tree, compose_cfg, monk
     # (steps 2-8) with the epoch ends after steps 2, 5 and 8 inside it.
     cfg = validate(compose_cfg([*REAL, "precision=fp32", f"data={pipeline}", f"data.root={tree}",
                                 "bench.warmup_steps=2", "bench.steps=7"]))
-    dm = data.build(cfg, endless=endless)
+    dm = pipelines.build(cfg, endless=endless)
     # imagefolder: each DataLoader pass (Lightning's epoch); dali: each pipeline built.
     starts = spy(monkeypatch, torch.utils.data.DataLoader, "__iter__") if pipeline == "imagefolder" \
         else spy(monkeypatch, type(dm), "_pipeline")

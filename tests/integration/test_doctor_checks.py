@@ -5,7 +5,7 @@ import shutil
 import sqlite3
 
 from conftest import _empty_store
-from rn50 import doctor
+from rn50.tools import doctor
 
 
 def test_an_mlflow_sqlite_store_passes(tmp_path):

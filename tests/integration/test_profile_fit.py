@@ -3,10 +3,11 @@
 import pytorch_lightning as pl
 
 from conftest import TINY
-from rn50 import data, precision
-from rn50.launch import set_num_classes
-from rn50.model import ResNetModule
-from rn50.nvtx import NvtxRanges
+from rn50.options import pipelines
+from rn50.options import precision
+from rn50.launcher.launch import set_num_classes
+from rn50.recipe.model import ResNetModule
+from rn50.profiling.nvtx import NvtxRanges
 
 
 def test_nvtx_ranges_nest_and_balance_in_lightnings_hook_order(compose_cfg):
@@ -17,6 +18,6 @@ def test_nvtx_ranges_nest_and_balance_in_lightnings_hook_order(compose_cfg):
     trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=2, callbacks=[ranges], logger=False,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                          plugins=[precision.of(cfg).plugin("cpu")])
-    trainer.fit(ResNetModule(cfg.model, cfg.optim, False), datamodule=data.build(cfg))
+    trainer.fit(ResNetModule(cfg.model, cfg.optim, False), datamodule=pipelines.build(cfg))
     step = ["pop", "step", "forward", "pop", "backward", "pop", "optimizer", "pop", "pop", "data"]
     assert calls == ["data", *step, *step, "pop"]

@@ -3,13 +3,15 @@
 import contextlib
 
 from conftest import TINY
-from rn50.launch import set_num_classes
-from rn50.ncu_range import NcuRange
-from rn50.nvtx import NvtxRanges
-from rn50.profile import TorchProfile
-from rn50.rank import build_trainer, profiling_callbacks, run_rank
-from rn50.schema import Accelerator, validate
-from rn50.throughput import ThroughputCallback
+from rn50.launcher.launch import set_num_classes
+from rn50.profiling.ncu_range import NcuRange
+from rn50.profiling.nvtx import NvtxRanges
+from rn50.profiling.torch_profile import TorchProfile
+from rn50.rank.run import run_rank
+from rn50.rank.trainer import build_trainer, profiling_callbacks
+from rn50.config.schema import Accelerator
+from rn50.point.validate import validate
+from rn50.rank.throughput import ThroughputCallback
 
 
 def test_trainer_has_no_per_step_sigterm_sync(compose_cfg, tmp_path):
@@ -56,7 +58,8 @@ def test_one_rank_in_this_process(compose_cfg, tmp_path):
 def test_the_rank_builds_and_trains_inside_its_pipelines_stream(compose_cfg, tmp_path, monkeypatch):
     """Model weights, batches and steps all on the stream the pipeline chose (data=dali's own
     one on GPUs): nothing the rank queues crosses streams unordered."""
-    from rn50 import pipelines, rank
+    from rn50.options import pipelines
+    from rn50.rank import run as rank
 
     inside, seen = [], []
 
@@ -86,7 +89,7 @@ def test_the_rank_builds_and_trains_inside_its_pipelines_stream(compose_cfg, tmp
 def test_a_rank_makes_its_own_gpu_current_as_lightning_will_pick_it(compose_cfg, monkeypatch):
     """Its stream and the batch search are made on that GPU, before Lightning sets it in fit."""
     from rn50.pool import POOL_ENV
-    from rn50.rank import local_gpu
+    from rn50.rank.trainer import local_gpu
 
     for var in (POOL_ENV, "LOCAL_RANK", "SLURM_LOCALID", "TORCHELASTIC_RUN_ID"):
         monkeypatch.delenv(var, raising=False)

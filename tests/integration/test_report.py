@@ -8,8 +8,9 @@ import shutil
 import pytest
 
 from conftest import _empty_store
-from rn50 import report, tracking
-from rn50.nvml import energy_metrics
+from rn50.results import report
+from rn50.tracking import store as tracking
+from rn50.measure.nvml import energy_metrics
 
 
 def empty_store_in(folder) -> str:

@@ -6,13 +6,15 @@ from conftest import _empty_store, runs_in
 
 
 def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg, tmp_path):
-    from rn50 import schema, slurm_jobs, tracking
+    from rn50.point import identity
+    from rn50.launcher import slurm_jobs
+    from rn50.tracking import store as tracking
 
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     parent = tracking.start_run(cfg, "sweep", {"rn50.role": "sweep"}, params=False)
     never_started, ran_out_of_memory, adopted, resumed_elsewhere = (
-        slurm_jobs.make_run(cfg, parent, schema.config_hash(cfg)) for _ in range(4))
+        slurm_jobs.make_run(cfg, parent, identity.config_hash(cfg)) for _ in range(4))
     slurm_jobs.close_run(cfg, never_started, "SLURM job 41 ended: CANCELLED DUE TO TIME LIMIT")
     tracking.end_run(cfg.mlflow.tracking_uri, ran_out_of_memory, ok=False, tags={"failure": "oom"})
     slurm_jobs.close_run(cfg, ran_out_of_memory, "SLURM job 42 ended")
@@ -34,6 +36,6 @@ def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg
     assert "TIME LIMIT" in runs[never_started].data.tags["error"]
     assert runs[never_started].data.params["cluster.name"] == "slurm"  # still a row of the report
     assert runs[never_started].data.tags["mlflow.parentRunId"] == parent
-    assert runs[never_started].data.tags["rn50.config_hash"] == schema.config_hash(cfg)  # resume supersedes it
+    assert runs[never_started].data.tags["rn50.config_hash"] == identity.config_hash(cfg)  # resume supersedes it
     assert runs[ran_out_of_memory].info.status == "FINISHED"  # resumed, and finished this time
     assert runs[adopted].info.status == "FINISHED" and runs[adopted].data.params["mlflow.run_id"] == adopted

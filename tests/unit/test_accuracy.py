@@ -5,7 +5,10 @@ import pytest
 import torch
 
 from conftest import make_tree
-from rn50 import accuracy, launch, resume, schedule, tracking
+from rn50.launcher import launch
+from rn50.recipe import accuracy, schedule
+from rn50.results import resume
+from rn50.tracking import store as tracking
 from rn50.errors import ConfigError
 
 def test_top_k_by_hand():
@@ -24,7 +27,7 @@ def test_top_k_by_hand():
 
 
 def test_recipe_schedule_and_weight_decay(compose_cfg):
-    from rn50.optimizers import param_groups
+    from rn50.recipe.optimizers import param_groups
     from torchvision.models import resnet18
 
     assert schedule.scaled_lr(0.256, 2048) == pytest.approx(2.048)
@@ -81,13 +84,19 @@ def test_bad_input_is_refused_before_any_run(compose_cfg, tmp_path):
                            "train.resume=true"])
     launch.preflight(resumed)
     assert resume.run_to_continue(resumed, out, tracking.config_params(resumed)) == "run123"
+    # A checkpoint from before issue 28 moved the options' classes (data._target_=rn50.pipelines.ImageFolder).
+    moved = {k: v.replace("rn50.options.", "rn50.") if k.endswith("._target_") else v
+             for k, v in tracking.config_params(cfg).items()}
+    assert moved["data._target_"] == "rn50.pipelines.ImageFolder"
+    resume.remember(out, "run123", moved)
+    assert resume.run_to_continue(resumed, out, tracking.config_params(resumed)) == "run123"
 
 
 def test_progress_is_one_line_per_epoch_off_a_terminal_and_a_bar_on_one():
     import io
     from types import SimpleNamespace
 
-    from rn50.progress import EpochProgress
+    from rn50.rank.progress import EpochProgress
 
     row = {"epoch": 3, "train/loss": 2.3456, "val/top1": 0.456, "val/top5": 0.701,
            "train/images_per_sec": 2345.0, "time/epoch_s": 56.0}

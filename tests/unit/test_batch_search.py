@@ -4,8 +4,8 @@ import csv
 
 import pytest
 
-from rn50 import batch_search
-from rn50.batch_search import NoBatchFits, find_batch
+from rn50.rank import batch_search
+from rn50.rank.batch_search import NoBatchFits, find_batch
 
 
 class FakeProbe:

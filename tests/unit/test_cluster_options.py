@@ -8,7 +8,7 @@ import pytest
 
 
 def test_torchrun_world_must_match_dist(compose_cfg, monkeypatch):
-    from rn50 import launch
+    from rn50.launcher import launch
     from rn50.errors import ConfigError
 
     cfg = compose_cfg(["cluster=torchrun", "dist=1n2g"])
@@ -26,7 +26,7 @@ def test_torchrun_world_must_match_dist(compose_cfg, monkeypatch):
 
 
 def test_a_task_of_a_job_step_is_a_rank_and_sbatchs_own_shell_submits(compose_cfg, monkeypatch):
-    from rn50 import clusters
+    from rn50.options import clusters
 
     slurm = clusters.of(compose_cfg(["cluster=slurm"]))
     for name in ("SLURM_STEP_ID", "SLURM_PROCID", "RANK"):
@@ -39,7 +39,7 @@ def test_a_task_of_a_job_step_is_a_rank_and_sbatchs_own_shell_submits(compose_cf
 
 
 def test_tasks_get_the_command_with_its_output_directory_and_run(tmp_path):
-    from rn50.slurm_jobs import task_argv
+    from rn50.launcher.slurm_jobs import task_argv
 
     argv = ["cluster=slurm", "hydra.run.dir=mine", "++mlflow.run_id=old", "hydra.searchpath=[file:///c]"]
     out = tmp_path / "it's here"
@@ -54,7 +54,7 @@ def test_tasks_get_the_command_with_its_output_directory_and_run(tmp_path):
 
 
 def test_submitting_from_inside_a_job_hides_only_that_jobs_variables(monkeypatch):
-    from rn50 import slurm
+    from rn50.slurm import sbatch as slurm
 
     monkeypatch.setenv("SBATCH_ACCOUNT", "proj")  # the user's own settings, for any sbatch
     monkeypatch.setenv("SLURM_CLUSTERS", "c2")

@@ -5,8 +5,12 @@ from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ValidationError
 
 from conftest import CONF
-from rn50.errors import ConfigError, one_line
-from rn50.schema import Accelerator, Arch, Device, config_hash, dist_name, profiled_steps, validate
+from rn50.errors import ConfigError
+from rn50.config.messages import one_line
+from rn50.config.schema import Accelerator, Arch, Device, dist_name
+from rn50.options.profilers import profiled_steps
+from rn50.point.identity import config_hash
+from rn50.point.validate import validate
 
 GROUPS = ["model", "precision", "data", "dist", "profiler", "cluster", "mfu", "experiment", "device"]
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]

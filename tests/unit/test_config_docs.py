@@ -1,11 +1,11 @@
-"""docs/configuration.md and `python -m rn50 --help` are generated from conf/ and rn50/schema.py
-(rn50/config_docs.py); the README's links and test command stay true. The --help a user sees:
+"""docs/configuration.md and `python -m rn50 --help` are generated from conf/ and rn50/config/schema.py
+(rn50/config/docs.py); the README's links and test command stay true. The --help a user sees:
 tests/e2e/test_help.py."""
 
 import re
 
 from conftest import CONF, ROOT
-from rn50 import config_docs
+from rn50.config import docs as config_docs
 
 PAGE = ROOT / "docs" / "configuration.md"
 
@@ -22,7 +22,7 @@ def test_every_option_has_a_line_and_every_key_a_docstring(compose_cfg):
     assert [o.name for o in groups["model"] if o.default] == ["resnet50"]
     sections = config_docs.schema_keys(config_docs.OmegaConf.to_container(compose_cfg()))
     undocumented = [k.key for keys in sections.values() for k in keys if not k.doc]
-    assert not undocumented, f"fields without a docstring in rn50/schema.py: {undocumented}"
+    assert not undocumented, f"fields without a docstring in rn50/config/schema.py: {undocumented}"
     assert "precision.loss_scale" in {k.key for k in sections["precision=amp_static"]}
 
 

@@ -60,7 +60,7 @@ def test_quiet_filters_the_emitting_loggers_once_and_verbose_leaves_them_alone(m
     ("bf16", "cpu", False), ("amp", "cuda", False),
 ])
 def test_cpu_precision_warning_only_for_fp16_on_a_cpu(caplog, compose_cfg, precision, device, warns):
-    from rn50 import precision as precisions
+    from rn50.options import precision as precisions
 
     with caplog.at_level(logging.WARNING, logger="rn50"):
         line = cpu_precision_warning(precisions.of(compose_cfg([f"precision={precision}"])), device)

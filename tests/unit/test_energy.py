@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from rn50 import nvml
-from rn50.nvml import FIELDS, energy_metrics, integrate_power
+from rn50.measure import nvml
+from rn50.measure.nvml import FIELDS, energy_metrics, integrate_power
 
 POWER = 1 + FIELDS.index("power_w")
 

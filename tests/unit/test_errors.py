@@ -3,8 +3,10 @@
 import pytest
 from hydra.errors import HydraException
 
-from rn50.errors import ConfigError, one_line
-from rn50.keys import check_declared, closest, closest_key
+from rn50.errors import ConfigError
+from rn50.config.messages import one_line
+from rn50.config.keys import closest, closest_key
+from rn50.point.validate import check_declared
 
 TYPOS = {
     # override: the one line it must answer

@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 from torchvision.datasets import ImageFolder
 
-from rn50.fake_imagenet import make
+from rn50.tools.fake_imagenet import make
 
 N, M, K = 3, 8, 4  # 36 images: enough for a mean file size, quick on 2 cores
 

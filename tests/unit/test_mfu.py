@@ -2,17 +2,18 @@
 
 import pytest
 
-from rn50 import mfu
-from rn50.scalers import StaticGradScaler
+from rn50.measure import mfu
+from rn50.recipe.model import flops_per_image
+from rn50.recipe.scalers import StaticGradScaler
 
 
 def test_resnet50_flops_per_image():
     # 4.1 GMACs forward at 224 px; FlopCounter counts 2 FLOPs a MAC and backward as twice forward.
-    assert mfu.flops_per_image("resnet50", 1000, 224) / 1e9 == pytest.approx(24.3, rel=0.02)
+    assert flops_per_image("resnet50", 1000, 224) / 1e9 == pytest.approx(24.3, rel=0.02)
 
 
 def test_flops_scale_with_pixels():
-    small, big = (mfu.flops_per_image("resnet18", 1000, s) for s in (112, 224))
+    small, big = (flops_per_image("resnet18", 1000, s) for s in (112, 224))
     assert 3.5 < big / small < 4.0  # convolutions scale with pixels, the classifier does not
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from rn50 import ncu
+from rn50.profiling import ncu
 from rn50.errors import ConfigError, RunFailed
-from rn50.schema import Accelerator
+from rn50.config.schema import Accelerator
 
 # Six kernels cut from `ncu --import R --csv --page raw --print-units base` of one ResNet-50
 # AMP step (batch 64) on an H100, Nsight Compute 2025.3: header, units row, kernel rows.

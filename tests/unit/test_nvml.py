@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rn50 import nvml
+from rn50.measure import nvml
 
 
 def test_sampler_reads_until_stopped():
@@ -53,5 +53,7 @@ def test_reads_a_real_gpu():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
-    values = nvml.read(nvml.handle_for_cuda_device(0))
+    from rn50.measure.device import handle_for_cuda_device
+
+    values = nvml.read(handle_for_cuda_device(0))
     assert len(values) == len(nvml.FIELDS) and values[3] > 0

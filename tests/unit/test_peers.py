@@ -5,8 +5,8 @@ import ast
 from pathlib import Path
 
 from conftest import ROOT
-from rn50 import peers
-from rn50.slurm_jobs import why_ended
+from rn50.distributed import peers
+from rn50.launcher.slurm_jobs import why_ended
 
 
 def test_a_peers_address_in_gloo_error_names_its_rank_and_node(monkeypatch):

@@ -5,7 +5,7 @@ import contextlib
 
 import pytest
 
-from rn50 import pipelines
+from rn50.options import pipelines
 from rn50.errors import ConfigError
 
 
@@ -16,25 +16,25 @@ def test_rn50s_pipelines_are_built_from_their_option(compose_cfg):
 
 
 def test_a_target_that_cannot_be_built_is_one_line(compose_cfg):
-    cfg = compose_cfg(["data._target_=rn50.pipelines.NoSuchPipeline"])
-    with pytest.raises(ConfigError, match=r"^data\._target_=rn50\.pipelines\.NoSuchPipeline cannot be built: "):
+    cfg = compose_cfg(["data._target_=rn50.options.pipelines.NoSuchPipeline"])
+    with pytest.raises(ConfigError, match=r"^data\._target_=rn50\.options\.pipelines\.NoSuchPipeline cannot be built: "):
         pipelines.of(cfg)
 
 
 def test_data_name_alone_cannot_switch_the_pipeline(compose_cfg):
     """data.name labels the run; a name that is not the class's would record a pipeline that did not run."""
-    with pytest.raises(ConfigError, match=r"^data\.name=dali does not match data\._target_=rn50\.pipelines\.Synthetic, "
+    with pytest.raises(ConfigError, match=r"^data\.name=dali does not match data\._target_=rn50\.options\.pipelines\.Synthetic, "
                                           r"which is data=synthetic; choose the pipeline with data=dali$"):
         pipelines.of(compose_cfg(["data.name=dali"]))
 
 
 def test_the_hash_of_a_sweep_point_ignores_keys_that_change_nothing(compose_cfg):
     """sweep.resume matches points by hash: data._target_ (data.name stands for it) and keys added
-    later, at the value that behaves as before (schema.LATER_KEYS), stay out, so points recorded
+    later, at the value that behaves as before (identity.LATER_KEYS), stay out, so points recorded
     before those keys existed still match. The pinned hashes are those of commit 56dc964."""
     from omegaconf import OmegaConf
 
-    from rn50.schema import LATER_KEYS, config_hash
+    from rn50.point.identity import LATER_KEYS, config_hash
 
     cfg = compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db"])
     assert config_hash(cfg) == "ceceeae15162444c"
@@ -75,7 +75,7 @@ def test_dali_trains_on_a_stream_of_its_own_on_gpus_only(compose_cfg, monkeypatc
     monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
     monkeypatch.setattr(torch.cuda, "stream", lambda s: entered.append(s) or contextlib.nullcontext(s))
-    pipelines._own_stream.cache_clear()
+    pipelines.dali()._own_stream.cache_clear()
 
     def stream(*overrides):
         cfg = compose_cfg(["data=dali", "data.root=/data", *overrides])
@@ -92,7 +92,7 @@ def test_dali_trains_on_a_stream_of_its_own_on_gpus_only(compose_cfg, monkeypatc
         assert mine is entered[-1] and (mine.device, mine.priority) == (1, 0)  # the rank's device
         assert stream("dist.accelerator=gpu") is mine  # a warm rank reuses it run after run
     finally:
-        pipelines._own_stream.cache_clear()
+        pipelines.dali()._own_stream.cache_clear()
     with pytest.raises(Exception, match="training_stream"):
         compose_cfg(["data.dali.training_stream=high"])
 

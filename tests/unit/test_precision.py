@@ -4,9 +4,9 @@ own (amp_static's loss_scale). One that rn50 has never seen runs in tests/e2e/te
 import pytest
 from hydra.errors import ConfigCompositionException
 
-from rn50 import precision
+from rn50.options import precision
 from rn50.errors import ConfigError
-from rn50.schema import validate
+from rn50.point.validate import validate
 
 
 @pytest.mark.parametrize("option,cls,autocast,tf32,peak", [
@@ -34,7 +34,8 @@ def test_a_rank_types_an_option_by_its_keys_whatever_its_name():
     """An option of the user's may name a built-in one's schema (amp_static's, with its loss_scale)."""
     from omegaconf import OmegaConf
 
-    from rn50.schema import AmpStaticConfig, PrecisionConfig, typed
+    from rn50.config.schema import AmpStaticConfig, PrecisionConfig
+    from rn50.config.typed import typed
 
     mine = typed({"precision": {"_target_": "my.Amp512", "name": "amp512", "loss_scale": 512}})
     assert OmegaConf.get_type(mine.precision) is AmpStaticConfig and mine.precision.loss_scale == 512.0
@@ -43,6 +44,6 @@ def test_a_rank_types_an_option_by_its_keys_whatever_its_name():
 
 def test_a_precision_name_alone_cannot_switch_the_class(compose_cfg):
     with pytest.raises(ConfigError, match=r"^precision\.name=bf16 does not match precision\._target_="
-                                          r"rn50\.precision\.Amp, which is precision=amp; choose the precision "
+                                          r"rn50\.options\.precision\.Amp, which is precision=amp; choose the precision "
                                           r"with precision=bf16$"):
         precision.of(compose_cfg(["precision.name=bf16"]))

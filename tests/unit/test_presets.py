@@ -2,9 +2,10 @@
 
 import pytest
 
-from rn50.compilation import check_cuda_graphs, compile_mode, normalise_cuda_graphs
+from rn50.config.compilation import check_cuda_graphs, compile_mode, normalise_cuda_graphs
 from rn50.errors import ConfigError
-from rn50.schema import Accelerator, validate
+from rn50.config.schema import Accelerator
+from rn50.point.validate import validate
 
 
 def on_gpu(cfg):
@@ -82,7 +83,7 @@ def test_a_capturing_compile_mode_is_recorded_as_cuda_graphs(compose_cfg):
 def test_an_unknown_compile_mode_lists_the_modes(compose_cfg):
     from hydra.errors import ConfigCompositionException
 
-    from rn50.errors import one_line
+    from rn50.config.messages import one_line
 
     with pytest.raises(ConfigCompositionException) as info:
         compose_cfg(["model.compile_mode=fast"])
@@ -112,7 +113,7 @@ def test_autotune_pointwise_is_set_for_each_compile_of_a_warm_rank():
     """A warm rank compiles the next sweep point in the same process: the setting follows each."""
     import torch._inductor.config as inductor
 
-    from rn50.compilation import configure_inductor
+    from rn50.recipe.model import configure_inductor
 
     configure_inductor(True, True)
     assert inductor.max_autotune_pointwise is True and inductor.coordinate_descent_tuning is True

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 from torch.autograd import DeviceType
 
-from rn50.profile import (KINDS, Span, classify, device_work, host_work, kernel_table, step_window,
+from rn50.profiling.torch_profile import (KINDS, Span, classify, device_work, host_work, kernel_table, step_window,
                           summarize, union_us)
 
 # Real names: CUDA kernels from an H100 ResNet-50 AMP step, operators from a CPU run.

@@ -5,8 +5,8 @@ tests/e2e/test_profiler_option.py."""
 import pytest
 from hydra.errors import ConfigCompositionException
 
-from rn50 import profilers
-from rn50.schema import profiled_steps
+from rn50.options import profilers
+from rn50.options.profilers import profiled_steps
 
 
 @pytest.mark.parametrize("option,cls,steps", [

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import pytorch_lightning as pl
 
-from rn50.fake_imagenet import make
+from rn50.tools.fake_imagenet import make
 from tiny_module import Tiny
-from rn50.meter import Meter
-from rn50.meter import point_line, sweep_size
-from rn50.progress import Progress
+from rn50.measure.meter import Meter
+from rn50.measure.meter import point_line, sweep_size
+from rn50.rank.progress import Progress
 
 
 class FakeClock:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rn50.timing import Window, WindowTimer, percentile, slowest, summarize
+from rn50.measure.timing import Window, WindowTimer, percentile, slowest, summarize
 
 
 class FakeClock:

@@ -11,10 +11,11 @@ import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 from torch import nn
 
-from rn50 import optimizers, trained
-from rn50.scalers import GradScaler, StaticGradScaler
-from rn50.schema import OptimConfig, OptimName
-from rn50.training import Diverged, EpochRecord
+from rn50.recipe import optimizers
+from rn50.measure import trained
+from rn50.recipe.scalers import GradScaler, StaticGradScaler
+from rn50.config.schema import OptimConfig, OptimName
+from rn50.rank.training import Diverged, EpochRecord
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 OPTIMIZERS = {  # every optimizer rn50 builds: name, fused
@@ -167,7 +168,7 @@ def test_the_proof_from_each_steps_loss():
 
 def test_scalers_and_optimizers_that_cannot_train_are_refused_at_compose_time(compose_cfg):
     from rn50.errors import ConfigError
-    from rn50.schema import validate
+    from rn50.point.validate import validate
 
     with pytest.raises(ConfigError, match=r"^precision\.loss_scale=100000 is out of range: above fp16's largest value "
                                           r"\(65504\) every step overflows and is skipped; use e\.g\. 1024$"):
@@ -195,7 +196,7 @@ class Exploding(pl.LightningModule):
         return loss
 
     def epoch_loss(self):
-        from rn50.recipe import EpochLoss
+        from rn50.recipe.accuracy_module import EpochLoss
 
         losses, self.losses = torch.stack(self.losses), []
         finite = losses.isfinite()
@@ -232,7 +233,7 @@ def test_140_steps_learn_one_batch_on_a_gpu(precision):
     (0.6 to 2; docs/benchmarks.md, issue 27), at 0.05 it falls under 0.01 by step 80."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from rn50.baseline import build_train_step
+    from rn50.recipe.train_step import build_train_step
 
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = True

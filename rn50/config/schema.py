@@ -1,0 +1,457 @@
+"""Typed schema of an rn50 run, registered in Hydra's ConfigStore.
+
+conf/config.yaml puts `rn50_schema` first in its defaults list, so every group
+option and override is merged into these dataclasses and type-checked at
+compose time. OmegaConf 2.3 has no Literal, so closed choices are Enums: a bad
+value fails with the dotted key and the allowed names. Range checks that types
+cannot express live in `validate`.
+"""
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Dict, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig
+
+from rn50.errors import ConfigError
+
+# Every ResNet downsamples by 32; below that BatchNorm sees a single value per channel.
+MIN_IMAGE_SIZE = 32
+
+
+class Arch(Enum):
+    resnet18 = "resnet18"
+    resnet34 = "resnet34"
+    resnet50 = "resnet50"
+    resnet101 = "resnet101"
+    resnet152 = "resnet152"
+
+
+class DaliDtype(Enum):
+    auto = "auto"
+    float16 = "float16"
+    float32 = "float32"
+
+
+class DaliStreamPolicy(Enum):
+    default = "default"
+    single = "single"
+    per_backend = "per_backend"
+    per_operator = "per_operator"
+
+
+class DaliTrainingStream(Enum):
+    own = "own"
+    default = "default"
+
+
+class DaliConcurrency(Enum):
+    default = "default"
+    none = "none"
+    backend = "backend"
+    full = "full"
+
+
+class Accelerator(Enum):
+    auto = "auto"
+    gpu = "gpu"
+    cpu = "cpu"
+
+
+class Device(Enum):
+    auto = "auto"
+    gpu = "gpu"
+    cpu = "cpu"
+
+
+class TrainName(Enum):
+    throughput = "throughput"
+    accuracy = "accuracy"
+
+
+class OptimName(Enum):
+    sgd = "sgd"
+    lars = "lars"
+
+
+# torch.compile's own mode names, hyphens included, so `model.compile_mode=reduce-overhead`
+# reads as in torch's documentation (the functional API allows names class syntax does not).
+CompileMode = Enum(
+    "CompileMode",
+    [(m, m) for m in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")],
+    module=__name__,
+    qualname="CompileMode",
+)
+
+
+@dataclass
+class ModelConfig:
+    arch: Arch = Arch.resnet50
+    """torchvision architecture; resnet50 is ResNet-50 v1.5 (stride in the 3x3 conv)."""
+    channels_last: bool = True
+    """Model weights and input batches in NHWC, the layout tensor cores want."""
+    compile: bool = False
+    """Wrap the network in torch.compile; compilation happens during the warm-up steps."""
+    compile_mode: CompileMode = CompileMode["default"]
+    """torch.compile's mode: default, reduce-overhead (CUDA graphs), max-autotune (autotuned
+    kernels and CUDA graphs), max-autotune-no-cudagraphs. Used when the network is compiled."""
+    cuda_graphs: bool = False
+    """Replay the compiled forward and backward as CUDA graphs (torch.compile's mode=reduce-overhead
+    unless compile_mode is max-autotune). Needs model.compile=true and a GPU. A compiled run whose
+    compile_mode captures by itself is recorded with it true (rn50/config/compilation.py)."""
+    autotune_pointwise: bool = False
+    """With model.compile: inductor benchmarks block sizes for each of its own pointwise and
+    reduction kernels (batch norm, ReLU, residual adds) while compiling, and keeps the fastest
+    (max_autotune_pointwise); its gain and compile time: docs/benchmarks.md (issue 13)."""
+    autotune_coordinate_descent: bool = False
+    """With model.compile: inductor refines each of its own kernels' block sizes and warps one
+    step at a time while it gets faster (coordinate_descent_tuning). The first compile takes
+    minutes longer (docs/benchmarks.md, issue 13); later runs of the same shapes read the tuned
+    configs from inductor's cache."""
+    num_classes: Optional[int] = None
+    """Width of the classifier head; null follows the data: the number of class folders in
+    data.root/train for image folders (their labels), 1000 (ImageNet's) for synthetic data."""
+
+
+@dataclass
+class PrecisionConfig:
+    """The keys every precision has; an option with keys of its own types them in a subclass,
+    which its YAML file names in its defaults list (conf/precision/amp_static.yaml)."""
+
+    _target_: str = "rn50.options.precision.Amp"
+    """The precision's class (rn50/options/precision.py): Hydra's instantiate builds it from these keys."""
+    name: str = "amp"
+    """The option's name, as MLflow and the report show it: fp32 (TF32 off), tf32, amp (fp16,
+    dynamic loss scale), amp_static (fp16, fixed scale), bf16, or a precision of yours."""
+
+
+@dataclass
+class AmpStaticConfig(PrecisionConfig):
+    loss_scale: float = 1024.0
+    """The fixed loss scale."""
+
+
+@dataclass
+class DaliConfig:
+    """data=dali's pipeline levers (issue 14); data=synthetic and data=imagefolder ignore them.
+    The defaults here are DALI 2.4's own, which rn50 ran before these keys existed, and
+    training_stream's, measured (docs/benchmarks.md). data=dali's YAML sets the measured choice of
+    num_threads, hw_decoder_load and cpu_decode_share for rn50's defaults; experiment=fastest sets
+    its own."""
+
+    num_threads: Optional[int] = None
+    """DALI's CPU threads per rank (file reading, the host side of decoding, the CPU share); null
+    uses data.num_workers."""
+    prefetch_queue_depth: int = 2
+    """Batches the pipeline prepares ahead of the one training takes (DALI's default, 2)."""
+    hw_decoder_load: float = 0.65
+    """Share of the JPEGs (0 to 1) sent to the GPU's hardware JPEG decoder (A100, H100, H200), the
+    rest decoded by nvJPEG on the host and CUDA cores; DALI's default 0.65. GPU runs only. The
+    hardware decoder synchronizes the whole GPU once per batch (cudaDeviceSynchronize), so each
+    batch's decoding waits for the training work already queued."""
+    device_memory_padding: int = 16 * 1024 * 1024
+    """Bytes of GPU memory nvJPEG preallocates per thread, so a larger image needs no new
+    allocation; DALI's default 16 MiB. GPU runs only."""
+    host_memory_padding: int = 8 * 1024 * 1024
+    """Bytes of pinned host memory nvJPEG preallocates (two buffers per thread); DALI's default
+    8 MiB. GPU runs only."""
+    preallocate_width_hint: int = 0
+    """Image width in pixels the hardware decoder preallocates for; 0 (DALI's default): none."""
+    preallocate_height_hint: int = 0
+    """Image height in pixels the hardware decoder preallocates for; 0 (DALI's default): none."""
+    output_dtype: DaliDtype = DaliDtype.auto
+    """What the pipeline normalizes into, the model's input dtype: auto is float16 under amp and
+    amp_static, float32 otherwise; float16 also suits bf16 (autocast casts it on the GPU) but not
+    fp32 or tf32. The layout always follows model.channels_last (HWC seen as NCHW channels_last)."""
+    stream_outputs: bool = False
+    """GPU runs: bind each batch to torch's current CUDA stream (DALI's share_outputs(cuda_stream=...)),
+    so the training stream waits for the batch on the device instead of the host waiting for it
+    before queuing the step. false: DALI's iterator waits on the host, as before."""
+    cpu_decode_share: float = 0.0
+    """GPU runs: share of the JPEGs (0 to 1) decoded on the CPU by DALI's threads (libjpeg-turbo),
+    the rest by the mixed decoder; only the decoded crops go to the GPU. 0: all on the GPU."""
+    hybrid_huffman_threshold: int = 1_000_000
+    """GPU runs: images of more pixels than this use nvJPEG's hybrid Huffman decoder, smaller ones
+    Huffman-decode on the host; DALI's default 1,000,000."""
+    affine: bool = True
+    """GPU runs: tie each of DALI's decoder threads to one CPU core (DALI's default); false lets the
+    OS move them."""
+    training_stream: DaliTrainingStream = DaliTrainingStream.own
+    """GPU runs: own trains on a CUDA stream of the rank's own; default on torch's default stream,
+    CUDA's legacy stream with its implicit synchronization (as before this key; other pipelines
+    train there). At rn50's defaults with DALI the own stream ran closer to synthetic
+    (docs/benchmarks.md, issue 14)."""
+    cpu_prefetch_queue_depth: Optional[int] = None
+    """Set: DALI's separated-queue executor (exec_dynamic=False), which buffers this many batches of
+    the CPU stage (file reads) apart from prefetch_queue_depth batches of the GPU stages. null:
+    DALI's default dynamic executor with one queue."""
+    stream_policy: DaliStreamPolicy = DaliStreamPolicy.default
+    """The dynamic executor's CUDA streams: single (one for every operator), per_backend (one for the
+    mixed and one for the GPU operators), per_operator (one per independent branch); default is
+    DALI's (per_backend in 2.4)."""
+    concurrency: DaliConcurrency = DaliConcurrency.default
+    """Which of the dynamic executor's independent operators run at once: none, backend (operators
+    of different backends), full (all but CPU operators among themselves); default is DALI's
+    (backend in 2.4)."""
+
+
+@dataclass
+class DataConfig:
+    _target_: str = "rn50.options.pipelines.Synthetic"
+    """The pipeline's class (rn50/options/pipelines.py): Hydra's instantiate builds it from these keys."""
+    name: str = "synthetic"
+    """The option's name, as MLflow and the report show it: synthetic (one random batch kept on
+    the device), imagefolder (torchvision DataLoader), dali (NVIDIA DALI), or a pipeline of yours."""
+    batch_size: Any = 256
+    """Images per device per step (the global batch is this times the world size), or auto:
+    each rank searches for the batch with the highest images/sec that fits (rn50/rank/batch_search.py).
+    Typed Any because OmegaConf has no Union; validate() accepts a positive integer or auto."""
+    image_size: int = 224
+    """Square input resolution in pixels."""
+    root: Optional[str] = None
+    """imagefolder and dali: an ImageNet-style tree; training reads root/train/<class>/*.JPEG."""
+    num_workers: int = 8
+    """imagefolder: DataLoader worker processes per rank. dali: CPU threads per rank, unless
+    data.dali.num_threads is set."""
+    dali: DaliConfig = field(default_factory=DaliConfig)
+    """data=dali's pipeline levers; the other pipelines ignore them."""
+
+
+@dataclass
+class DistConfig:
+    nodes: int = 1
+    """Number of hosts (the N in NnMg)."""
+    gpus_per_node: int = 1
+    """Processes per host, one per device (the M in NnMg)."""
+    accelerator: Accelerator = Accelerator.auto
+    """gpu, cpu (gloo, for tests), or auto: gpu when the host has one, else cpu for 1n1g."""
+    interface: Optional[str] = None
+    """The network interface the ranks talk over on every node (eth0, ib0), as GLOO_SOCKET_IFNAME
+    and NCCL_SOCKET_IFNAME; null: gloo takes the address its hostname resolves to and NCCL picks
+    one, and those variables, where set, stay (docs/multi-node.md)."""
+
+
+@dataclass
+class ProfilerConfig:
+    """The keys every profiler has; pytorch's and ncu's own keys are typed by their subclasses,
+    which their YAML files name in their defaults lists."""
+
+    _target_: str = "rn50.options.profilers.NoProfiler"
+    """The profiler's class (rn50/options/profilers.py): Hydra's instantiate builds it from these keys."""
+    name: str = "none"
+    """none; simple: Lightning's SimpleProfiler; pytorch: torch.profiler; ncu: Nsight Compute; or a
+    profiler of yours. pytorch and ncu profile extra steps after the measured windows."""
+    nvtx: bool = True
+    """NVTX ranges (data, forward, backward, optimizer) around every step on GPUs, for Nsight Systems."""
+
+
+@dataclass
+class TorchProfilerConfig(ProfilerConfig):
+    wait: int = 1
+    """Steps after the measured windows before the profiler starts warming up."""
+    warmup: int = 2
+    """Steps the profiler runs but discards, so its own start-up is not recorded."""
+    active: int = 5
+    """Steps recorded into the trace and analysed."""
+
+
+@dataclass
+class NcuConfig(ProfilerConfig):
+    steps: int = 1
+    """Steps after the measured windows whose kernels Nsight Compute profiles. One ResNet-50
+    step is hundreds of kernels, each replayed per metric pass, so each step takes minutes
+    (docs/benchmarks.md, issue 6)."""
+    executable: str = "ncu"
+    """The Nsight Compute command line, a path or a name on PATH."""
+    metrics: Dict[str, str] = field(default_factory=dict)
+    """Output name -> ncu metric; each is logged as ncu/<name>, weighted by kernel duration."""
+
+
+@dataclass
+class ClusterConfig:
+    """The keys every cluster has; slurm's and torchrun's own keys are typed by their subclasses,
+    which their YAML files name in their defaults lists."""
+
+    _target_: str = "rn50.options.clusters.Local"
+    """The cluster's class (rn50/options/clusters.py): Hydra's instantiate builds it from these keys."""
+    name: str = "local"
+    """Where processes start. local: one process per device on this host; slurm: one SLURM job
+    per run, a task per device; torchrun: the processes of a torchrun the user started on each node."""
+
+
+@dataclass
+class SlurmClusterConfig(ClusterConfig):
+    partition: Optional[str] = None
+    """Partition to submit to; null is the cluster's default partition."""
+    account: Optional[str] = None
+    """Account to charge (sbatch --account)."""
+    qos: Optional[str] = None
+    """Quality of service (sbatch --qos)."""
+    timeout_min: int = 60
+    """Time limit of each job in minutes (sbatch --time)."""
+    cpus_per_task: Optional[int] = None
+    """CPU cores per task, i.e. per device (sbatch --cpus-per-task); null is SLURM's default."""
+    sbatch: Dict[str, str] = field(default_factory=dict)
+    """Any other sbatch option, without its dashes: {constraint: h100, exclusive: ""}."""
+
+
+@dataclass
+class TorchrunClusterConfig(ClusterConfig):
+    rdzv_endpoint: str = "HEAD_NODE:29500"
+    """host:port of node 0, reachable from every node; used in the printed commands."""
+
+
+@dataclass
+class BenchConfig:
+    warmup_steps: int = 20
+    """Steps run before the measured window: cuDNN autotuning, compilation, allocator warm-up."""
+    steps: int = 100
+    """Steps in the measured window; the device is synchronized only at its two edges."""
+    repeats: int = 1
+    """Windows measured back to back after one warm-up; throughput is their median."""
+
+
+@dataclass
+class OptimConfig:
+    name: OptimName = OptimName.sgd
+    """sgd: SGD with momentum; lars: SGD with layer-wise adaptive rate scaling, for global
+    batches of several thousand images (rn50/recipe/optimizers.py)."""
+    lr: float = 0.1
+    """Learning rate. train=accuracy: per 256 images of the global batch, scaled linearly
+    (0.256 gives 1.024 at a global batch of 1024); train=throughput uses it as it is."""
+    momentum: float = 0.9
+    """SGD momentum."""
+    weight_decay: float = 3.0517578125e-05
+    """L2 weight decay, as in NVIDIA's ResNet-50 v1.5 recipe. train=accuracy leaves batch-norm
+    parameters and biases out of it."""
+    lars_trust: float = 0.001
+    """lars: the trust coefficient, the largest ratio of a layer's update to its weights' norm."""
+    fused: Optional[bool] = None
+    """Fused SGD kernel; null means on for GPUs. Fused SGD lets AMP skip a host sync per step."""
+
+
+@dataclass
+class TrainConfig:
+    name: TrainName = TrainName.throughput
+    """throughput: the images/sec benchmark (bench.*); accuracy: train to train.target_top1,
+    evaluating on data.root/val every train.eval_every_epochs (rn50/rank/training.py)."""
+    epochs: int = 50
+    """accuracy: epochs to train; the run goes on after the target is reached, as the recipe does."""
+    target_top1: float = 0.759
+    """accuracy: the validation top-1 (a fraction) whose first epoch gives time/to_target_s; MLPerf's is 0.759."""
+    eval_every_epochs: int = 1
+    """accuracy: validate after every this many epochs, and after the last."""
+    lr_warmup_epochs: int = 8
+    """accuracy: epochs of linear warm-up from 0 to the scaled learning rate; a cosine decay to 0 follows."""
+    label_smoothing: float = 0.1
+    """accuracy: label smoothing of the cross-entropy loss."""
+    resume: bool = False
+    """accuracy: continue the run in this output directory (hydra.run.dir=...) from its last
+    epoch's checkpoint, in the same MLflow run."""
+
+
+@dataclass
+class TelemetryConfig:
+    interval_s: float = 0.2
+    """Seconds between NVML samples during the measured window."""
+
+
+@dataclass
+class MfuConfig:
+    peak_tflops: Optional[float] = None
+    """Override of the peak dense TFLOP/s per GPU; null looks the GPU up in `peaks`."""
+    peaks: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    """Peak dense TFLOP/s per GPU name (as CUDA reports it) and math mode: fp32, tf32, fp16, bf16."""
+
+
+@dataclass
+class MlflowConfig:
+    tracking_uri: str = "sqlite:///mlflow.db"
+    """Where runs are recorded; conf/config.yaml points it at mlflow.db in the launch directory."""
+    experiment_name: str = "rn50"
+    """MLflow experiment that holds the runs."""
+    run_id: Optional[str] = None
+    """A run made for this job before it started, which it records into instead of making one:
+    cluster=slurm creates each job's run before submitting it, and closes it by this id if SLURM
+    ends the job first. null: the run is made when the job starts."""
+
+
+@dataclass
+class SweepConfig:
+    resume: Optional[str] = None
+    """--multirun only: true resumes the latest sweep of this experiment with the same overrides; a
+    run id resumes that sweep. Points that FINISHED with the same config are not run again."""
+
+
+@dataclass
+class Rn50Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+    profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    mfu: MfuConfig = field(default_factory=MfuConfig)
+    mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    device: Device = Device.auto
+    """The settings' profile, set by the device option (conf/device/): gpu, the full default
+    (ResNet-50, amp, batch 256, 20 + 100 steps) on any host; cpu, settings sized for a CPU
+    (conf/device/cpu.yaml); auto, gpu where the host has a GPU, else cpu (rn50/launcher/launch.py). Keys
+    given on the command line win over either profile."""
+    seed: int = 0
+    """Seed for weights and the synthetic batch."""
+    dry_run: bool = False
+    """Print what would be launched (processes, SLURM resources or torchrun commands) and stop."""
+
+
+ConfigStore.instance().store(name="rn50_schema", node=Rn50Config)
+# Options' own schemas, which their YAML files name in their defaults lists.
+ConfigStore.instance().store(group="schema/precision", name="amp_static", node=AmpStaticConfig)
+ConfigStore.instance().store(group="schema/profiler", name="pytorch", node=TorchProfilerConfig)
+ConfigStore.instance().store(group="schema/profiler", name="ncu", node=NcuConfig)
+ConfigStore.instance().store(group="schema/cluster", name="slurm", node=SlurmClusterConfig)
+ConfigStore.instance().store(group="schema/cluster", name="torchrun", node=TorchrunClusterConfig)
+
+
+def _positive(cfg: DictConfig, key: str, hint: str, minimum: Any = 1) -> None:
+    value = cfg
+    for part in key.split("."):
+        value = value[part]
+    if value is None or value < minimum:
+        raise ConfigError(f"{key}={value} is out of range: {hint}")
+
+
+def nodes_gpus(nodes: Any, per_node: Any) -> str:
+    """The NnMg name of N nodes of M devices each, as the published tables and conf/dist/ name
+    them: 1n1g, 2n8g, ... Every such name is made here."""
+    return f"{nodes}n{per_node}g"
+
+
+def dist_name(cfg: DictConfig) -> str:
+    """The run's dist as an NnMg name (nodes_gpus)."""
+    return nodes_gpus(cfg.dist.nodes, cfg.dist.gpus_per_node)
+
+
+def run_name(cfg: DictConfig) -> str:
+    """An MLflow run's name: resnet50-amp-1n8g-bs256; resnet50-fp32-1n1g-bs8-cpu on CPUs, so that a
+    CPU figure is never taken for a GPU one."""
+    cpu = "-cpu" if cfg.dist.accelerator == Accelerator.cpu else ""
+    return f"{cfg.model.arch.value}-{cfg.precision.name}-{dist_name(cfg)}-bs{cfg.data.batch_size}{cpu}"
+
+
+AUTO_BATCH = "auto"
+
+
+def is_auto(cfg) -> bool:
+    """data.batch_size=auto: the rank searches for the batch size (rn50/rank/batch_search.py)."""
+    return cfg.data.batch_size == AUTO_BATCH
+
+
+DEFAULT_CLASSES = 1000
+"""model.num_classes=null where the data has no class folders: ImageNet's classes."""

@@ -1,0 +1,29 @@
+"""A resolved config typed again: what a rank, a SLURM job and a tool read from resolved YAML."""
+
+import dataclasses
+from typing import Any
+
+from hydra.core.plugins import Plugins
+from omegaconf import DictConfig, OmegaConf
+
+from rn50.config import keys
+from rn50.config.schema import Rn50Config
+
+
+def typed(tree: Any) -> DictConfig:
+    """A resolved config (a dict, or YAML text) typed again as Rn50Config, with each group typed by
+    its option's own schema (precision=amp_static: AmpStaticConfig), as composing typed it."""
+    # Hydra imports every module of the hydra_plugins namespace before it composes, which is where a
+    # user's option registers its own schema (docs/extending.md: Adding a profiler); a rank must see it too.
+    Plugins.instance()
+    cfg = OmegaConf.create(tree)
+    schema = OmegaConf.structured(Rn50Config)
+    for group in {g for g, _, _ in keys.option_schemas()}:
+        # The schema with the fewest keys that has all of the node's: an option of the user's may
+        # name a built-in one's schema (a profiler with the pytorch profiler's keys).
+        have = set(cfg[group].keys()) if group in cfg else set()
+        schemas = [OmegaConf.get_type(schema[group])] + [c for g, _, c in keys.option_schemas() if g == group]
+        fits = [c for c in schemas if have <= {f.name for f in dataclasses.fields(c)}]
+        if fits:
+            schema[group] = OmegaConf.structured(min(fits, key=lambda c: len(dataclasses.fields(c))))
+    return OmegaConf.merge(schema, cfg)

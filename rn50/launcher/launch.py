@@ -1,0 +1,180 @@
+"""Where a run's processes come from, and the checks made before any of them starts.
+
+cluster=local: the ranks are processes on this host that rn50/pool.py keeps warm between
+runs of one world size; Lightning sees them as started from outside, so its own DDP
+launcher (which re-runs a whole Hydra multirun in every rank) never runs.
+cluster=torchrun and cluster=slurm: torchrun or SLURM started this process as one rank
+of the run, so it runs its rank here (`run_rank_here`).
+
+Nothing here imports torch: the GPU count comes from NVML.
+"""
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+from hydra import compose
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig
+
+from rn50 import console, pool
+from rn50.config import schema
+from rn50.config.compilation import check_cuda_graphs
+from rn50.config.schema import Accelerator, Device, dist_name, nodes_gpus
+from rn50.errors import ConfigError
+from rn50.measure import nvml
+from rn50.options import checks, clusters, pipelines
+from rn50.options.components import Options
+from rn50.point import validate
+
+log = logging.getLogger(__name__)
+
+
+def resolve_accelerator(cfg: DictConfig, here: bool = True, say: bool = True, cluster=None) -> Accelerator:
+    """gpu or cpu, or a ConfigError saying which dist option would fit.
+
+    here=False is for processes that will run on other hosts (a SLURM submission, printed
+    torchrun commands): their GPUs cannot be counted from this one, so auto means gpu.
+    say=False leaves the CPU fallback's warning to the run itself (a sweep's first ranks).
+    cluster: the run's cluster option, where the caller has it.
+    """
+    name, per_node = dist_name(cfg), cfg.dist.gpus_per_node
+    if cfg.dist.nodes > 1 and (cluster or clusters.of(cfg)).rank_env is None:
+        raise ConfigError(
+            f"dist={name} needs {cfg.dist.nodes} nodes but cluster=local runs on this host only; "
+            f"use cluster=slurm or cluster=torchrun, or a dist option with 1 node ({nodes_gpus(1, per_node)})"
+        )
+    if cfg.dist.accelerator == Accelerator.cpu:
+        return Accelerator.cpu
+    if not here:
+        return Accelerator.gpu
+    gpus = nvml.visible_gpu_count()
+    if gpus == 0 and falls_back(cfg):
+        if not say:
+            return Accelerator.cpu
+        hint = "" if cfg.device == Device.cpu else "; device=cpu sizes the run for it (these settings take hours there)"
+        log.warning("no GPU on this host: dist.accelerator=auto falls back to the CPU" + hint)
+        return Accelerator.cpu
+    if per_node > gpus:
+        hint = "dist.accelerator=cpu for CPU processes" if gpus == 0 else f"dist={nodes_gpus(1, gpus)} or fewer"
+        raise ConfigError(
+            f"dist={name} needs {per_node} GPUs but this host has {gpus}; use {hint}"
+        )
+    return Accelerator.gpu
+
+
+def falls_back(cfg: DictConfig) -> bool:
+    """Whether the run goes to the CPU on a host without a GPU, rather than failing: one process a
+    host, dist.accelerator=auto."""
+    return cfg.dist.accelerator == Accelerator.auto and cfg.dist.gpus_per_node == 1
+
+
+def for_this_host(cfg: DictConfig) -> DictConfig:
+    """The run as it goes on this host: with device=auto on a host without a GPU, composed again as
+    device=cpu, the CPU profile (conf/device/cpu.yaml), with one line that says what it chose and
+    why; otherwise cfg as it is. Composing again, rather than changing keys here, keeps Hydra's
+    order: the command line's keys (and a preset's) win over the profile's, as with device=cpu typed.
+
+    Only where rn50 starts the ranks on this host (cluster=local): a SLURM submission runs on other
+    hosts, and torchrun's and SLURM's ranks each compose the run they are given."""
+    if (cfg.device != Device.auto or not falls_back(cfg) or cfg.dist.nodes > 1 or clusters.of(cfg).rank_env
+            or nvml.visible_gpu_count() > 0):
+        return cfg
+    hydra_cfg = HydraConfig.get()
+    given = [o.input_line for o in OverridesParser.create().parse_overrides(list(hydra_cfg.overrides.task))
+             if o.get_key_element() != "device"]  # device=auto, said out loud
+    profiled = compose(hydra_cfg.job.config_name, overrides=[*given, "device=cpu"])
+    log.warning("no GPU on this host: the CPU profile (device=cpu) runs %s at %d px in %s, batch %s, %d warm-up and "
+                "%d measured steps, as the GPU default would take hours here; a CPU figure, recorded as one. "
+                "device=gpu runs the full default anyway", profiled.model.arch.value, profiled.data.image_size,
+                profiled.precision.name, profiled.data.batch_size, profiled.bench.warmup_steps, profiled.bench.steps)
+    return profiled
+
+
+def preflight(cfg: DictConfig, here: bool = True, options: Optional[Options] = None) -> Options:
+    """Everything that can be wrong before a process starts, and two normalisations that need this
+    host: dist.accelerator=auto becomes the device found here, model.num_classes=null the data's
+    classes (set_num_classes). The run's options, built here once (unless handed in), for the
+    caller to hand on."""
+    validate.check_declared(cfg)  # a key added with + that the schema does not know
+    options = options or Options.of(cfg)
+    validate.validate(cfg, options)
+    cfg.dist.accelerator = resolve_accelerator(cfg, here, cluster=options.cluster)  # normalisation
+    check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
+    console.cpu_precision_warning(options.precision, cfg.dist.accelerator)
+    options.data.preflight(cfg, world=cfg.dist.nodes * cfg.dist.gpus_per_node)
+    set_num_classes(cfg, options.data)
+    options.profiler.preflight(cfg)
+    return options
+
+
+def set_num_classes(cfg: DictConfig, pipeline=None) -> None:
+    """model.num_classes=null: the data's classes (class folders), else ImageNet's 1000; a head
+    narrower than the data's labels is refused (a label past it cannot be learned). pipeline: the
+    run's data option, where the caller has it."""
+    found = (pipeline or pipelines.of(cfg)).classes(cfg)
+    if cfg.model.num_classes is None:
+        cfg.model.num_classes = found or schema.DEFAULT_CLASSES
+    elif found:
+        checks.check_classes(cfg.data.root, cfg.model.num_classes, found)
+
+
+def process_rank(cfg: DictConfig) -> int:
+    """This process's global rank: 0 for cluster=local, whose ranks are its children; else
+    the rank torchrun or SLURM gave it, once the number of processes matches dist."""
+    cluster = clusters.of(cfg)
+    if cluster.rank_env is None:
+        return 0
+    rank_key, world_key = cluster.rank_env
+    if rank_key not in os.environ:
+        raise ConfigError(f"cluster={cfg.cluster.name} but {cluster.starter} did not start this process "
+                          f"({rank_key} is not set); {cluster.start_hint}")
+    cluster.check_started(cfg)
+    world, wanted = int(os.environ[world_key]), cfg.dist.nodes * cfg.dist.gpus_per_node
+    if world != wanted:
+        raise ConfigError(
+            f"dist={dist_name(cfg)} needs {wanted} processes but {cluster.starter} started {world}; start "
+            f"{cfg.dist.nodes} node(s) of {cfg.dist.gpus_per_node} process(es), or set dist to match"
+        )
+    return int(os.environ[rank_key])
+
+
+def submit(cfg: DictConfig, config_yaml: str, out: Path, options: Options) -> Callable[[], list]:
+    """Start the run's ranks; the returned call waits for every rank's RankResult (RunFailed
+    names the first failure). On this host the ranks start now, importing torch and making
+    their CUDA contexts while this process opens the MLflow run; under torchrun and SLURM this
+    process is rank 0 and runs its rank when the call is made. options: the run's, from preflight."""
+    if options.cluster.rank_env is not None:  # this process is rank 0 of processes the cluster started
+        return lambda: run_rank_here(cfg, out, options)
+    own = options.profiler.launcher(cfg, config_yaml, out)  # ncu starts its one rank itself
+    return own or pool.submit(cfg.dist.gpus_per_node, cfg.dist.accelerator.value, config_yaml, out)
+
+
+@contextlib.contextmanager
+def started(cfg: DictConfig, config_yaml: str, out: Path, options: Options) -> Iterator[Callable[[], list]]:
+    """submit() for the block: if the block fails before the results came back, the ranks
+    are killed, so that a warm pool never holds a task nobody waits for."""
+    results = submit(cfg, config_yaml, out, options)
+    try:
+        yield results
+    except BaseException:
+        pool.close_all(kill=True)
+        raise
+
+
+def run_rank_here(cfg: DictConfig, out: Path, options: Options) -> Optional[list]:
+    """Run this process's rank: torchrun or SLURM started it as one (rn50/rank/here.py). options:
+    the run's, from preflight."""
+    from rn50.rank import here  # deferred: only a process that torchrun or SLURM made a rank imports torch
+
+    return here.run_rank_here(cfg, out, options)
+
+
+def dry_run(cfg: DictConfig, overrides) -> str:
+    """What dry_run=true prints, after the checks that can be made from this host."""
+    options = Options.of(cfg)
+    preflight(cfg, here=options.cluster.rank_env is None, options=options)
+    return options.cluster.dry_run(cfg, list(overrides))  # a SLURM --multirun's jobs print from hydra_plugins/

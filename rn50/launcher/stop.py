@@ -1,0 +1,65 @@
+"""How the launcher stops: on a stop signal (Ctrl-C, kill, a closed terminal) it closes its run as
+KILLED and stops its ranks; on any failure it kills ranks started for a run that will not happen
+and closes a sweep's parent run, with one last line on stderr."""
+
+import contextlib
+import os
+import signal
+import sys
+from typing import Iterator
+
+from rn50 import pool
+from rn50.errors import Interrupted
+from rn50.launcher.sweep import PARENT_ENV, URI_ENV
+from rn50.tracking import store as tracking
+
+# The ways a launcher is told to stop: Ctrl-C, kill, a closed terminal (or an ended SSH session).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupted(signum, frame):
+    # The first stop signal stops the run; later ones (a closing terminal's shell sends SIGHUP to
+    # its jobs, and the kernel sends another when the shell ends) must not cut short its closing.
+    for other in STOP_SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def say(line: str) -> None:
+    """A last line on stderr, which a closed terminal no longer takes."""
+    try:
+        print(line, file=sys.stderr)
+    except OSError:
+        pass
+
+
+def on_signals() -> None:
+    """Stop signals raise Interrupted in the launcher; a rank that torchrun or srun started keeps
+    theirs (its starter stops it)."""
+    if "RANK" not in os.environ and "SLURM_STEP_ID" not in os.environ:
+        for signum in STOP_SIGNALS:  # each closes the launcher's run as KILLED and stops its ranks
+            signal.signal(signum, _interrupted)
+
+
+@contextlib.contextmanager
+def closing() -> Iterator[None]:
+    """Around the whole command: what a failure, or a stop, leaves behind is closed."""
+    try:
+        yield
+    except BaseException as exc:
+        if not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+            pool.close_all(kill=True)  # ranks started for a run that will not happen
+        # A sweep stopped before its end (a job that does not compose, Ctrl-C) closes its parent run.
+        parent = os.environ.pop(PARENT_ENV, None)
+        if parent and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+            tracking.close_failed(os.environ[URI_ENV], parent, killed=isinstance(exc, KeyboardInterrupt))
+        if isinstance(exc, KeyboardInterrupt):
+            what = getattr(exc, "signal_name", "SIGINT")
+            note = getattr(exc, "note", "") or "no run was open"
+            say(f"rn50: interrupted by {what}: {note}" + (f"; sweep {parent} marked KILLED" if parent else ""))
+            sys.exit(128 + signal.Signals[what])
+        if isinstance(exc, OSError) and exc.filename:  # Hydra's output directory, say, on a read-only disk
+            say(f"rn50: error: cannot write {exc.filename}: {exc.strerror}; run from a writable "
+                "directory or set hydra.run.dir=/a/writable/path")
+            sys.exit(2)
+        raise

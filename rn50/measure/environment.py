@@ -1,0 +1,49 @@
+"""What a rank ran on (hardware, software versions) as MLflow tags, and the CUDA setting a rank's
+process starts with. The launcher tags the project's commit (rn50/launcher/run.py)."""
+
+import os
+from importlib import metadata
+from typing import Dict
+
+import torch
+
+from rn50.measure import nvml
+
+CONNECTIONS_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"
+
+
+def set_cuda_connections() -> None:
+    """32 hardware work queues from this process to each GPU, CUDA's most, where the user set none.
+
+    CUDA's default is 8, shared round-robin by every stream of the process. DALI decodes on some
+    25 streams, and those that share training's queue wait behind its kernels, image by image: with 32,
+    data=dali ran much closer to synthetic, and synthetic runs stayed the same (docs/benchmarks.md,
+    issue 14's third session). Read when CUDA makes its context, so before any CUDA call."""
+    os.environ.setdefault(CONNECTIONS_ENV, "32")
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def software_tags() -> Dict[str, str]:
+    return {
+        "torch_version": torch.__version__,
+        "torchvision_version": _version("torchvision"),
+        "lightning_version": _version("pytorch-lightning"),
+        "cuda_version": str(torch.version.cuda),
+        "cudnn_version": str(torch.backends.cudnn.version()),
+    }
+
+
+def gpu_tags(device_type: str) -> Dict[str, str]:
+    if device_type != "cuda":
+        return {"gpu_model": "none"}
+    return {
+        "gpu_model": torch.cuda.get_device_name(),
+        "driver_version": nvml.driver_version() or "unknown",
+        "cuda_device_max_connections": os.environ.get(CONNECTIONS_ENV, "8"),  # CUDA's default
+    }

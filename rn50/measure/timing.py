@@ -1,0 +1,159 @@
+"""Timing math: measured windows, per-step durations and their statistics.
+
+The method: skip `warmup` steps, then time `repeats` windows of `steps` steps
+each. The device is synchronized only at window edges; inside a window each
+step boundary is marked on the device timeline (a CUDA event, no sync) and the
+marks are read after the window. On a CPU the marks are host clock readings.
+`WindowTimer` is the method's one home: a rank's ThroughputCallback, the bare loop
+(rn50/tools/baseline.py) and the batch search (rn50/rank/batch_search.py) all time with it.
+"""
+
+import csv
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+
+@dataclass
+class Window:
+    seconds: float
+    """Host wall time between the synchronized edges."""
+    step_ms: List[float]
+    """Device time between consecutive step boundaries."""
+    wait_s: float = 0.0
+    """Host time spent between a step's end and the next step's start: waiting for input."""
+
+
+@dataclass
+class WindowTimer:
+    """Turns step-end callbacks into measured windows.
+
+    Window k covers the steps after boundary k and up to boundary k+1, where the
+    boundaries fall after steps warmup-1, warmup-1+steps, ... (0-based).
+    Call `step_end()` after every step (and `step_start()` once its input is in hand, to count
+    input wait); run `total_steps` steps.
+
+    `on_edge(k)` is called at edge k (0 opens the first window, `repeats` closes the last), after
+    the sync and after window k-1 is in `windows`: there the host may read what the sync made
+    ready (the loss, an energy counter) or do untimed work. The next window opens after it, at
+    a fresh mark and sync, so that work is in no window.
+    """
+
+    warmup: int
+    steps: int
+    repeats: int
+    clock: Any
+    now: Callable[[], float] = time.perf_counter
+    on_edge: Optional[Callable[[int], None]] = None
+    windows: List[Window] = field(default_factory=list)
+    _marks: List[Any] = field(default_factory=list)
+    _started: float = 0.0
+    _step: int = 0
+    _wait: float = 0.0
+    _last_end: float = 0.0
+
+    def __post_init__(self):
+        if min(self.warmup, self.steps, self.repeats) < 1:  # the first edge follows a step
+            raise ValueError(f"a window timer needs 1 or more warm-up steps, steps and repeats, not "
+                             f"{self.warmup}, {self.steps} and {self.repeats}")
+
+    @property
+    def total_steps(self) -> int:
+        return self.warmup + self.steps * self.repeats
+
+    @property
+    def measuring(self) -> bool:
+        return bool(self._marks)
+
+    def step_start(self) -> None:
+        """Called once the step's batch is in hand: the time since the last step ended was input wait."""
+        if self._marks:
+            self._wait += self.now() - self._last_end
+
+    def step_end(self) -> None:
+        step, self._step = self._step, self._step + 1
+        offset = step - (self.warmup - 1)
+        if 0 <= offset <= self.steps * self.repeats:
+            self._mark(at_edge=offset % self.steps == 0)
+        self._last_end = self.now()
+
+    def _mark(self, at_edge: bool) -> None:
+        mark = self.clock.mark()
+        if not at_edge:
+            self._marks.append(mark)
+            return
+        # A window edge: the only place the host waits for the device.
+        self.clock.sync()
+        t = self.now()
+        if self._marks:
+            self._marks.append(mark)
+            ms = [self.clock.elapsed_ms(a, b) for a, b in zip(self._marks, self._marks[1:])]
+            self.windows.append(Window(t - self._started, ms, self._wait))
+            self._marks = []
+        if self.on_edge is not None:
+            self.on_edge(len(self.windows))
+        if len(self.windows) < self.repeats:
+            if self.on_edge is not None:
+                self.clock.sync()  # whatever device work the edge queued ends before the window opens
+                mark, t = self.clock.mark(), self.now()
+            self._started, self._marks, self._wait = t, [mark], 0.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile, q in [0, 100]."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("percentile of no values")
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def slowest(per_rank: Sequence[Sequence[Window]]) -> List[Window]:
+    """Merge ranks: each window takes the slowest rank's seconds and the per-step max."""
+    merged = []
+    for windows in zip(*per_rank):
+        merged.append(
+            Window(
+                seconds=max(w.seconds for w in windows),
+                step_ms=[max(s) for s in zip(*(w.step_ms for w in windows))],
+                wait_s=max(w.wait_s for w in windows),
+            )
+        )
+    return merged
+
+
+def summarize(windows: Sequence[Window], batch_size: int, world_size: int) -> Dict[str, float]:
+    """Throughput and step-time metrics, named with their units."""
+    per_window = window_images_per_sec(windows, batch_size, world_size)
+    steps_ms = [ms for w in windows for ms in w.step_ms]
+    median = statistics.median(per_window)
+    return {
+        "throughput/images_per_sec": median,
+        "throughput/images_per_sec_per_device": median / world_size,
+        "throughput/images_per_sec_mean": statistics.fmean(per_window),
+        "throughput/images_per_sec_min": min(per_window),
+        "throughput/images_per_sec_max": max(per_window),
+        "throughput/images_per_sec_std": statistics.pstdev(per_window),
+        "step_time/median_ms": statistics.median(steps_ms),
+        "step_time/p90_ms": percentile(steps_ms, 90),
+        "step_time/mean_ms": statistics.fmean(steps_ms),
+        "window/seconds_total": sum(w.seconds for w in windows),
+        "data/wait_pct": 100.0 * sum(w.wait_s for w in windows) / sum(w.seconds for w in windows),
+    }
+
+
+def window_images_per_sec(windows: Sequence[Window], batch_size: int, world_size: int) -> List[float]:
+    return [batch_size * world_size * len(w.step_ms) / w.seconds for w in windows]
+
+
+def write_steps_csv(path, per_rank: Sequence[Sequence[Window]]) -> None:
+    """Every rank's per-step durations: rank, window, step, duration_ms."""
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(("rank", "window", "step", "duration_ms"))
+        for rank, windows in enumerate(per_rank):
+            for w, window in enumerate(windows):
+                out.writerows((rank, w, s, ms) for s, ms in enumerate(window.step_ms))

@@ -1,0 +1,75 @@
+"""Options as components: a config group's option names its class with `_target_`, and Hydra's
+instantiate builds it from the option's keys. Data pipelines (rn50/options/pipelines.py),
+precisions (rn50/options/precision.py), clusters (rn50/options/clusters.py) and profilers
+(rn50/options/profilers.py) are built here; nothing in rn50 lists their classes.
+
+A process builds its options once (Options.of) and hands them to what uses them; each option
+keeps its group's typed keys (`keys`: cfg.<group>, typed by its schema), which its calls read.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from rn50.errors import ConfigError
+
+
+class Component:
+    """What the class of every option has: its name, the option's keys, a compose-time check."""
+
+    name: Optional[str] = None
+    """The option's name, which <group>.name must then be; None lets the YAML's name stand."""
+    keys: Any = None
+    """The option's own keys, cfg.<group> (typed by its schema; `of` sets them): the node itself,
+    so that a normalisation (data.batch_size=auto's search) is what the option reads."""
+
+    def __init__(self, **keys: Any):
+        """instantiate passes the option's keys; `of` then keeps their typed node as `keys`."""
+
+    def check(self, cfg: DictConfig) -> None:
+        """Compose-time checks of the option's keys (ConfigError naming the key); none by default."""
+
+
+# Each group whose options are components: an example class, and what its error calls one.
+GROUPS = {"data": ("rn50.options.pipelines.Dali", "pipeline"), "precision": ("rn50.options.precision.Amp", "precision"),
+          "cluster": ("rn50.options.clusters.Slurm", "cluster"),
+          "profiler": ("rn50.options.profilers.PyTorch", "profiler")}
+
+
+@dataclass
+class Options:
+    """A run's option objects, built once per process (Options.of) and handed to what uses them."""
+
+    data: Any
+    """The data pipeline (rn50/options/pipelines.py)."""
+    precision: Any
+    """rn50/options/precision.py's."""
+    cluster: Any
+    """rn50/options/clusters.py's."""
+    profiler: Any
+    """rn50/options/profilers.py's."""
+
+    @classmethod
+    def of(cls, cfg: DictConfig) -> "Options":
+        return cls(**{group: of(cfg, group) for group in GROUPS})
+
+
+def of(cfg: DictConfig, group: str):
+    """The object of cfg.<group>'s option; its class's `name`, where set, must be <group>.name."""
+    example, noun = GROUPS[group]
+    node = cfg[group]
+    try:
+        obj = instantiate(node, _convert_="none")
+    except InstantiationException as exc:
+        raise ConfigError(f"{group}._target_={node._target_} cannot be built: {exc.__cause__ or exc}; "
+                          f"name a class that takes the {group} keys, such as {example}") from None
+    # <group>.name labels the run in MLflow; the option chooses the class. A name set on its own
+    # (data.name=dali) would record an option that does not run.
+    if obj.name is not None and node.name != obj.name:
+        raise ConfigError(f"{group}.name={node.name} does not match {group}._target_={node._target_}, "
+                          f"which is {group}={obj.name}; choose the {noun} with {group}={node.name}")
+    obj.keys = node
+    return obj

@@ -1,0 +1,101 @@
+"""The Lightning callback that times the measured windows, samples the GPU during them, and keeps
+what proves the run trained: each step's loss and the steps its loss scaler skipped (rn50/measure/trained.py)."""
+
+import os
+import socket
+import time
+from typing import List, Optional
+
+import pytorch_lightning as pl
+import torch
+
+from rn50.measure import nvml
+from rn50.measure.device import DeviceClock, handle_for_cuda_device
+from rn50.measure.timing import WindowTimer
+from rn50.recipe import scalers
+from rn50.results.summary import RankResult, usable_cores
+
+
+class ThroughputCallback(pl.Callback):
+    """Marks each step's ends; after training, rank 0's `ranks` holds every rank's RankResult."""
+
+    def __init__(self, bench_cfg, telemetry_cfg, device_type: str):
+        self.timer = WindowTimer(
+            bench_cfg.warmup_steps, bench_cfg.steps, bench_cfg.repeats, DeviceClock(device_type)
+        )
+        self.device_type = device_type
+        self.interval_s = telemetry_cfg.interval_s
+        self.sampler = None
+        self.first_step_at = 0.0
+        self.warmup_s: Optional[float] = None
+        self._first_step_perf = 0.0
+        self.ranks: Optional[List[RankResult]] = None
+        # This process's CPU seconds and wall seconds inside the measured windows.
+        self._cpu_s = self._wall_s = 0.0
+        # Each step's loss as the device tensor Lightning already cloned for this hook: keeping
+        # it costs no kernel and no sync; all are read once, after the last step.
+        self._losses: List[torch.Tensor] = []
+
+    def setup(self, trainer, pl_module, stage):
+        if self.device_type == "cuda":
+            handle = handle_for_cuda_device(trainer.strategy.root_device.index)
+            self.sampler = nvml.Sampler(lambda: nvml.read(handle), self.interval_s,
+                                        energy_counter=lambda: nvml.energy_mj(handle))
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if not self.first_step_at:
+            self.first_step_at, self._first_step_perf = time.time(), time.perf_counter()
+        self.timer.step_start()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self._losses.append(outputs["loss"] if isinstance(outputs, dict) else outputs)
+        was_measuring = self.timer.measuring
+        self.timer.step_end()
+        if was_measuring == self.timer.measuring:
+            return
+        if self.warmup_s is None:  # the first window starts: the warm-up is over
+            self.warmup_s = time.perf_counter() - self._first_step_perf
+        sign = 1 if was_measuring else -1  # a window ends: add its time; one starts: subtract
+        self._cpu_s += sign * time.process_time()
+        self._wall_s += sign * time.perf_counter()
+        if self.sampler is None:
+            return
+        if self.timer.measuring:
+            self.sampler.start()
+        else:
+            self.sampler.stop()
+
+    def on_train_end(self, trainer, pl_module):
+        if len(self.timer.windows) < self.timer.repeats:
+            raise RuntimeError(
+                f"only {len(self.timer.windows)} of {self.timer.repeats} windows were measured"
+            )
+        mine = RankResult(
+            rank=trainer.global_rank,
+            node_rank=trainer.node_rank,
+            local_rank=trainer.local_rank,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            windows=self.timer.windows,
+            samples=self.sampler.samples if self.sampler else [],
+            energy_j=self.sampler.joules() if self.sampler else None,
+            energy_source=self.sampler.energy_source if self.sampler else None,
+            process_cpu_pct=100.0 * self._cpu_s / self._wall_s if self._wall_s > 0 else None,
+            cpu_cores=usable_cores(),
+            first_step_at=self.first_step_at,
+            warmup_s=self.warmup_s or 0.0,
+            **self._training_proof(trainer),
+        )
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            gathered = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(gathered, mine)
+        else:
+            gathered = [mine]
+        self.ranks = gathered if trainer.is_global_zero else None
+
+    def _training_proof(self, trainer) -> dict:
+        """Every step's loss, the scaler's skipped steps and its final scale, read now that the
+        device is done (one wait, outside the windows)."""
+        losses = torch.stack([loss.detach() for loss in self._losses]).float().tolist()
+        self._losses = []
+        return dict(losses=losses, **scalers.read(getattr(trainer.precision_plugin, "scaler", None), len(losses)))

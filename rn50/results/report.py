@@ -1,0 +1,359 @@
+"""Sweep reports, built from MLflow alone: a table like the published ones, CSV, JSON, plots.
+
+    python -m rn50.report --parent-run-id ID
+    python -m rn50.report --experiment rn50 --filter "tags.gpu_model = 'NVIDIA H200'"
+
+Speedup is against the median images/sec of the finished, unprofiled 1n1g runs
+whose config is the same but for dist, profiler, telemetry, cluster and mlflow
+keys; scaling efficiency is speedup over the device count. Devices are named for what
+ran: GPUs, or CPU processes for dist.accelerator=cpu, whose rows say "on CPU" after the model.
+"""
+
+import argparse
+import csv
+import json
+import math
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from rn50.config.messages import reported
+from rn50.config.schema import nodes_gpus
+from rn50.errors import Rn50Error
+from rn50.point.identity import NOT_REPORT_SETUP, current_params, leaves_out, reads_dali_keys
+from rn50.tracking import store as tracking
+
+ROLE_TAG = tracking.ROLE_TAG
+# Keys that may differ between a point and its 1n1g reference (rn50/point/identity.py's NOT_REPORT_SETUP);
+# the device kind keeps CPU and GPU runs apart (add_scaling).
+NOT_SETUP = NOT_REPORT_SETUP
+# The MFU peak table is the same data in every run; mfu.peak_tflops (an override) stays.
+PEAK_TABLE = "mfu.peaks."
+# Column keys stay as they are (CSV and JSON readers use them); headers name the device kind.
+COLUMNS = [
+    ("model", "model"), ("nodes", "nodes"), ("gpus", "{devices}"), ("precision", "precision"),
+    ("batch_per_gpu", "batch per {device}"),
+    ("images_per_sec_median", "images/sec median"), ("images_per_sec_mean", "images/sec mean"),
+    ("speedup", "speedup"), ("scaling_efficiency_pct", "scaling eff. %"),
+    ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"), ("mfu_pct", "MFU %"),
+    ("images_per_joule", "images/J"), ("joules_per_image", "J/image"),
+    # The proof that the run trained (rn50/measure/trained.py): a figure counts only if it did.
+    ("loss_first", "loss first"), ("loss_last", "loss last"), ("skipped_in_window", "skipped in window"),
+    ("startup_s", "startup s"), ("wall_s", "wall s"), ("status", "status"),
+]
+CSV_EXTRA = ["failure", "error", "point", "run_id", "image_size", "accelerator"]
+# train=accuracy runs (the `train.name` param): their columns, before status, when a report has any.
+ACCURACY_COLUMNS = [("best_top1_pct", "best top-1 %"), ("time_to_target_s", "time to target s"),
+                    ("train_s", "train s"), ("epochs", "epochs")]
+# What the processes of a run are, by its accelerator: (one, many).
+DEVICE_NAMES = {"cuda": ("GPU", "GPUs"), "cpu": ("process", "CPU processes")}
+
+
+def setup(params: Dict[str, str], leave_out=NOT_SETUP) -> str:
+    """The config that makes a figure, as one string: every param but those under `leave_out`, and
+    data.dali's where the pipeline ignores them (experiment=fastest sets some). A _target_ logged
+    before issue 28 moved the options' classes reads as today's, so those runs match new ones."""
+    params = current_params(params)
+    if not reads_dali_keys(params.get("data._target_"), params.get("data.name")):
+        leave_out = (*leave_out, "data.dali.")
+    return ";".join(f"{k}={v}" for k, v in sorted(params.items())
+                    if not leaves_out(k, leave_out) and not k.startswith(PEAK_TABLE))
+
+
+def accelerator(run) -> str:
+    """cuda or cpu: the tag a finished run has, else what its config asked for."""
+    tag = run.data.tags.get("accelerator")
+    if tag:
+        return tag
+    return "cpu" if run.data.params.get("dist.accelerator") == "cpu" else "cuda"
+
+
+def has_throughput(run) -> bool:
+    """Under ncu every kernel launch of the measured window is intercepted too (docs/profiling.md),
+    so an ncu run's images/sec is no benchmark figure."""
+    return run.data.params.get("profiler.name") != "ncu"
+
+
+def _row(run) -> Dict:
+    p, m, t = run.data.params, run.data.metrics, run.data.tags
+    nodes, per_node = int(p.get("dist.nodes", 1)), int(p.get("dist.gpus_per_node", 1))
+    status = run.info.status
+    failure = t.get("failure", "")
+    model = p.get("model.arch", "?") + (" compiled" if p.get("model.compile") == "True" else "")
+    model += " on CPU" if accelerator(run) == "cpu" else ""  # in each row and each plot's legend
+    comparable = has_throughput(run)
+    return {
+        "run_id": run.info.run_id,
+        "point": t.get("mlflow.runName", run.info.run_id),
+        "setup": setup(p),
+        "model": model, "image_size": p.get("data.image_size"), "data": p.get("data.name"),
+        "nodes": nodes, "gpus": nodes * per_node, "precision": p.get("precision.name"),
+        "batch_per_gpu": batch_per_gpu(p, m),
+        "images_per_sec_median": m.get("throughput/images_per_sec") if comparable else None,
+        "images_per_sec_mean": m.get("throughput/images_per_sec_mean") if comparable else None,
+        "gpu_utilization_pct": m.get("gpu/utilization_pct"),
+        "data_wait_pct": m.get("data/wait_pct"),
+        "mfu_pct": m.get("mfu_pct") if comparable else None,
+        # GPU board energy over the measured windows (NVML), not the node's at the wall.
+        "images_per_joule": m.get("energy/images_per_joule") if comparable else None,
+        "joules_per_image": m.get("energy/joules_per_image") if comparable else None,
+        "loss_first": m.get("train/loss_first"), "loss_last": m.get("train/loss_last"),
+        "skipped_in_window": int(m["train/skipped_steps_window"]) if "train/skipped_steps_window" in m else None,
+        "startup_s": m.get("time/startup_s"), "wall_s": m.get("time/wall_s"),
+        "busy_s": (m["time/warmup_s"] + m["window/seconds_total"]) if "time/warmup_s" in m else None,
+        "status": status, "failure": failure,
+        "error": t.get("error", ""),
+        "profiled": p.get("profiler.name", "none") != "none",
+        "accelerator": accelerator(run),
+        "start_time": run.info.start_time,
+        "config_hash": t.get(tracking.HASH_TAG),
+        "training": p.get("train.name") == "accuracy",
+        "best_top1_pct": 100 * m["val/best_top1"] if "val/best_top1" in m else None,
+        "time_to_target_s": m.get("time/to_target_s"), "train_s": m.get("time/train_s"),
+        "epochs": int(m["train/epochs"]) if "train/epochs" in m else None,
+    }
+
+
+def batch_per_gpu(params: Dict, metrics: Dict) -> int:
+    """The batch a run trained at: the one data.batch_size=auto chose, else the one asked for;
+    0 for an auto run that stopped before choosing."""
+    if "data.batch_size_chosen" in metrics:
+        return int(metrics["data.batch_size_chosen"])
+    asked = params.get("data.batch_size", "0")
+    return int(asked) if asked.isdigit() else 0
+
+
+def add_scaling(rows: List[Dict]) -> List[Dict]:
+    def key(r):  # a CPU run is no reference for a GPU run of the same config
+        return r["setup"], r.get("accelerator")
+
+    base: Dict[tuple, List[float]] = defaultdict(list)
+    for r in rows:
+        if r["gpus"] == 1 and r["status"] == "FINISHED" and r["images_per_sec_median"] and not r["profiled"]:
+            base[key(r)].append(r["images_per_sec_median"])
+    for r in rows:
+        ref = statistics.median(base[key(r)]) if base.get(key(r)) else None
+        ok = r["status"] == "FINISHED" and r["images_per_sec_median"] and ref
+        r["speedup"] = r["images_per_sec_median"] / ref if ok else None
+        r["scaling_efficiency_pct"] = 100.0 * r["speedup"] / r["gpus"] if ok else None
+        if r["status"] != "FINISHED":
+            r["status"] = f"{r['status']} ({r['failure']})" if r["failure"] else r["status"]
+    return rows
+
+
+def collect(uri: str, parent_run_id: Optional[str] = None, experiment: Optional[str] = None,
+            filter_string: str = "") -> List[Dict]:
+    """One row per benchmark run: the children of a sweep, or an experiment's runs."""
+    try:
+        return _collect(tracking.open_client(uri), uri, parent_run_id, experiment, filter_string)
+    except tracking.MlflowException as exc:
+        which = f"--parent-run-id {parent_run_id}" if parent_run_id else f"--filter {filter_string!r}"
+        raise Rn50Error(f"{which}: {str(exc).splitlines()[0]}") from None
+
+
+def _collect(client, uri, parent_run_id, experiment, filter_string) -> List[Dict]:
+    if parent_run_id:
+        exp_ids = [client.get_run(parent_run_id).info.experiment_id]
+        clause = f"tags.`{tracking.PARENT_TAG}` = '{parent_run_id}'"
+        filter_string = f"{clause} and {filter_string}" if filter_string else clause
+    else:
+        found = client.get_experiment_by_name(experiment or "rn50")
+        if found is None:
+            raise Rn50Error(f"no MLflow experiment named {experiment!r} in {uri}")
+        exp_ids = [found.experiment_id]
+    runs = tracking.search_runs(client, exp_ids, filter_string)
+    rows = [_row(r) for r in runs if r.data.tags.get(ROLE_TAG) != "sweep"]
+    for r in rows:
+        if r["training"]:
+            r["top1_curve"] = top1_curve(client, r["run_id"])
+    if parent_run_id:
+        rows = latest_per_point(rows)
+    rows.sort(key=lambda r: (r["model"], r["precision"] or "", r["batch_per_gpu"], r["gpus"], r["start_time"]))
+    return add_scaling(rows)
+
+
+def top1_curve(client, run_id: str) -> List[Tuple[float, float]]:
+    """(training seconds so far, val top-1 %) at each evaluated epoch of a train=accuracy run."""
+    elapsed = {m.step: m.value for m in client.get_metric_history(run_id, "time/elapsed_s")}
+    return sorted((elapsed[m.step], 100 * m.value) for m in client.get_metric_history(run_id, "val/top1")
+                  if m.step in elapsed)
+
+
+def latest_per_point(rows: List[Dict]) -> List[Dict]:
+    """In a sweep, a point run again (resuming re-runs failed points) is its latest run."""
+    latest: Dict[str, Dict] = {}
+    for r in rows:
+        if r["config_hash"] and (r["config_hash"] not in latest
+                                 or r["start_time"] > latest[r["config_hash"]]["start_time"]):
+            latest[r["config_hash"]] = r
+    return [r for r in rows if not r["config_hash"] or latest[r["config_hash"]] is r]
+
+
+def rounded(value) -> str:
+    """A figure with about four significant digits, never in exponent form: 2844, 123.4, 1.21."""
+    if value is None:
+        return "-"
+    if not isinstance(value, float):
+        return str(value)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, min(2, 3 - math.floor(math.log10(abs(value)))))
+    return f"{value:.{decimals}f}"
+
+
+def device_names(rows: List[Dict]) -> Tuple[str, str]:
+    """(one, many) for the devices of these rows: GPU(s), CPU process(es), or device(s) when mixed."""
+    kinds = {r.get("accelerator", "cuda") for r in rows}
+    return DEVICE_NAMES[kinds.pop()] if len(kinds) == 1 else ("device", "devices (GPUs or CPU processes)")
+
+
+def columns(rows: List[Dict]) -> List[Tuple[str, str]]:
+    """(key, header) of the table: device columns named for what ran; GPU util only where GPUs ran."""
+    one, many = device_names(rows)
+    gpus = any(r.get("accelerator", "cuda") == "cuda" for r in rows)
+    cols = [(k, h.format(device=one, devices=many)) for k, h in COLUMNS if k != "gpu_utilization_pct" or gpus]
+    if any(r.get("training") for r in rows):
+        cols[-1:-1] = ACCURACY_COLUMNS
+    return cols
+
+
+def _table(rows: List[Dict], cols: List[Tuple[str, str]]) -> List[str]:
+    """Markdown lines: header, rule, one line per row."""
+    lines = ["| " + " | ".join(h for _, h in cols) + " |", "|" + " --- |" * len(cols)]
+    return lines + ["| " + " | ".join(cell(k, r.get(k)) for k, _ in cols) + " |" for r in rows]
+
+
+def cell(key: str, value) -> str:
+    """A table cell: losses to three significant digits (a learned batch's is 0.0017), the rest rounded()."""
+    if key.startswith("loss_") and isinstance(value, float):
+        return f"{value:.3g}"
+    return rounded(value)
+
+
+def markdown(rows: List[Dict]) -> str:
+    return "\n".join(_table(rows, columns(rows))) + "\n"
+
+
+def description(rows: List[Dict], limit: int = 8000) -> str:
+    """Markdown for a sweep parent's Description: the report table without its empty columns,
+    cut to `limit` characters (MLflow's tag limit) at a row boundary, saying how many rows are left out."""
+    done = sum(r["status"] == "FINISHED" for r in rows)
+    text = f"**{len(rows)} points, {done} finished.** Plots, CSV and JSON are this run's artifacts.\n\n"
+    cols = [(k, h) for k, h in columns(rows) if any(r.get(k) is not None for r in rows)]
+    lines = _table(rows, cols)
+    text += lines[0] + "\n" + lines[1] + "\n"
+    for i, line in enumerate(lines[2:]):
+        note = f"\n{len(rows) - i} more rows in sweep_report.md (artifacts).\n"
+        if len(text) + len(line) + 1 + len(note) > limit:
+            return text + note
+        text += line + "\n"
+    return text
+
+
+def time_line(rows: List[Dict], sweep_wall_s: float, since_ms: int = 0) -> str:
+    """Where a sweep's time went: its wall time against the warm-up and measured steps of the
+    points it ran (since since_ms: a resumed sweep's earlier points ran in another command)."""
+    busy = sum(r["busy_s"] for r in rows if r.get("busy_s") and r["start_time"] >= since_ms)
+    share = f" ({sweep_wall_s / busy:.2f}x)" if busy else ""
+    return (f"sweep wall time {sweep_wall_s:.1f} s; warm-up plus measured steps {busy:.1f} s{share}, "
+            "the rest is process start-up, logging and shutdown")
+
+
+def charts():
+    """matplotlib's names for rn50's charts (rn50/results/charts.py), imported when one is drawn."""
+    from rn50.results import charts  # deferred: matplotlib's import takes a second, which a launcher never pays
+
+    return charts
+
+
+def _line_plot(path: Path, lines: Dict[str, list], ideal_to: Optional[int] = None, **axes) -> Path:
+    """One line per label through its (x, y) points, saved as a PNG."""
+    fig = charts().Figure(figsize=(6, 4))
+    ax = fig.subplots()
+    if ideal_to:
+        ax.plot([1, ideal_to], [1, ideal_to], "k--", label="ideal")
+    for label, points in sorted(lines.items()):
+        xs, ys = zip(*sorted(points))
+        ax.plot(xs, ys, marker="o", label=label)
+    ticks = axes.pop("xticks", None)
+    ax.set(**axes)
+    if ticks:  # the values themselves, not 2x10^0 on a log axis
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.xaxis.set_minor_locator(charts().NullLocator())
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def _plot(rows: List[Dict], out: Path) -> List[Path]:
+    """throughput_vs_batch.png, speedup_vs_gpus.png when the sweep has more than one device count, and
+    top1_vs_time.png when it has train=accuracy runs."""
+    done = [r for r in rows if r["status"] == "FINISHED" and r["images_per_sec_median"]]
+    one, many = device_names(done or rows)
+    by_batch, by_gpus = defaultdict(list), defaultdict(list)
+    for r in done:
+        by_batch[f"{r['model']} {r['precision']} {nodes_gpus(r['nodes'], r['gpus'] // r['nodes'])}"].append(
+            (r["batch_per_gpu"], r["images_per_sec_median"]))
+        if r["speedup"] is not None:
+            by_gpus[f"{r['model']} {r['precision']} bs{r['batch_per_gpu']}"].append((r["gpus"], r["speedup"]))
+    batches = sorted({r["batch_per_gpu"] for r in done})
+    curves = {f"{r['point']} {r['run_id'][:8]} ({r['status']})": r["top1_curve"] for r in rows if r.get("top1_curve")}
+    plots = []
+    if done or not curves:  # a report of train=accuracy runs alone has no throughput to plot
+        plots.append(_line_plot(out / "throughput_vs_batch.png", by_batch, xscale="log", xticks=batches,
+                                xlabel=f"batch size per {one}", ylabel="images/sec",
+                                title="Throughput against batch size"))
+    if curves:  # train=accuracy runs: one line per run
+        plots.append(_line_plot(out / "top1_vs_time.png", curves, xlabel="training time (s)",
+                                ylabel="validation top-1 %", title="Time to accuracy"))
+    device_counts = sorted({r["gpus"] for r in done})
+    if len(device_counts) > 1:  # one count would be a single dot on the ideal line
+        plots.append(_line_plot(out / "speedup_vs_gpus.png", by_gpus, ideal_to=device_counts[-1],
+                                xticks=device_counts, xlabel=many,
+                                ylabel=f"speedup over 1 {one}", title="Scaling"))
+    return plots
+
+
+def write(rows: List[Dict], out: Path, footer: str = "") -> List[Path]:
+    """sweep_report.md/.csv/.json and the plots in `out`; the Markdown file first."""
+    out.mkdir(parents=True, exist_ok=True)
+    md, csv_path, js = out / "sweep_report.md", out / "sweep_report.csv", out / "sweep_report.json"
+    md.write_text(markdown(rows) + (f"\n{footer}\n" if footer else ""))
+    fields = [k for k, _ in COLUMNS] + CSV_EXTRA
+    if any(r.get("training") for r in rows):
+        fields += [k for k, _ in ACCURACY_COLUMNS]
+    with open(csv_path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    js.write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    return [md, csv_path, js, *_plot(rows, out)]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m rn50.report", description=__doc__.split("\n")[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--parent-run-id", help="the MLflow run of a multirun")
+    which.add_argument("--experiment", help="every rn50 run of this experiment (with --filter)")
+    parser.add_argument("--filter", default="", help="MLflow search filter, e.g. \"tags.gpu_model = 'NVIDIA H200'\"")
+    parser.add_argument("--tracking-uri", default="sqlite:///mlflow.db", help="default: ./mlflow.db")
+    parser.add_argument("--out", default="report", help="directory for the report files")
+    args = parser.parse_args(argv)
+    with reported("rn50.report"):
+        db = args.tracking_uri.removeprefix("sqlite:///")
+        if db != args.tracking_uri and not Path(db).is_file():
+            raise Rn50Error(f"--tracking-uri {args.tracking_uri}: no such file; run where the runs were recorded")
+        tracking.check_reachable(args.tracking_uri, write=False)  # a report only reads
+        rows = collect(args.tracking_uri, args.parent_run_id, args.experiment, args.filter)
+        if not rows:
+            raise Rn50Error("no runs match; check --parent-run-id, --experiment and --filter")
+        files = write(rows, Path(args.out))
+    print(markdown(rows))
+    print(f"wrote {', '.join(str(f) for f in files)}")
+
+
+if __name__ == "__main__":
+    main()

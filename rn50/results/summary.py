@@ -1,0 +1,225 @@
+"""What each rank measured, and the one pure step that turns every rank's part into a run's record.
+
+Ranks send RankResults (plain data: no tensors); `summarize` makes the metrics, tags,
+per-window series and files that tracking.py logs. The process that owns the MLflow
+run calls it: the launcher for cluster=local, rank 0 under torchrun and SLURM.
+"""
+
+import csv
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from rn50.config.schema import TrainName, dist_name
+from rn50.measure import mfu, nvml, timing, trained
+from rn50.options import precision
+
+
+@dataclass
+class RankResult:
+    """One rank's share of a run."""
+
+    rank: int
+    node_rank: int
+    local_rank: int
+    hostname: str
+    pid: int
+    windows: List[timing.Window]
+    samples: List[tuple] = field(default_factory=list)
+    """NVML samples of this rank's GPU in the measured windows (nvml.FIELDS); empty on CPUs."""
+    energy_j: Optional[float] = None
+    """Board energy of this rank's GPU over the measured windows (NVML's counter, else power samples)."""
+    energy_source: Optional[str] = None
+    """Where energy_j came from: the counter or the power samples."""
+    batch_size: int = 0
+    """Images per step on this rank: data.batch_size, or what data.batch_size=auto chose."""
+    process_cpu_pct: Optional[float] = None
+    """This process's CPU time over the windows' wall time, in % of one core."""
+    cpu_cores: int = 1
+    """Cores this process may run on (its affinity)."""
+    first_step_at: float = 0.0
+    """Wall-clock time (time.time()) when the first warm-up step began."""
+    warmup_s: float = 0.0
+    """Host seconds from the first warm-up step to the first measured window."""
+    env_tags: Dict[str, str] = field(default_factory=dict)
+    """Rank 0: software and GPU versions, as seen where the run ran."""
+    flops_per_image: Optional[float] = None
+    """Rank 0: forward plus backward FLOPs of one image."""
+    metrics: Dict[str, float] = field(default_factory=dict)
+    """Rank 0: what its callbacks measured beyond throughput (profilers)."""
+    files: List[str] = field(default_factory=list)
+    """Rank 0: files its callbacks wrote (profiler traces and reports)."""
+    series: Dict[str, List[tuple]] = field(default_factory=dict)
+    """Rank 0 of train=accuracy: each per-epoch metric as (epoch, value) pairs."""
+    losses: List[float] = field(default_factory=list)
+    """This rank's training loss at every step, warm-up and profiled steps included (rn50/measure/trained.py)."""
+    skipped: Optional[List[float]] = field(default_factory=list)
+    """1.0 for each step the loss scaler skipped, else 0.0; empty without a scaler, None from a
+    scaler that does not keep them."""
+    loss_scale: Optional[float] = None
+    """The loss scale after the last step, where a scaler ran."""
+
+
+@dataclass
+class RunRecord:
+    metrics: Dict[str, float]
+    tags: Dict[str, str]
+    series: Dict[str, List[float]]
+    files: List[str]
+    failure: Optional[str] = None
+    """Why a run that ran to its end still failed, in one line: it did not train (diverged)."""
+
+
+def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> RunRecord:
+    """Metrics, tags, series and the numbers behind them; started_at is when the run (or the
+    sweep point) began, so startup and wall time are measured from the command's side.
+
+    A figure counts only if its run trained (rn50/measure/trained.py): every run carries the proof, and a
+    run whose loss stopped being finite carries no images/sec, MFU or energy figure at all."""
+    zero = ranks[0]
+    world, batch = len(ranks), zero.batch_size
+    warmup, measured = cfg.bench.warmup_steps, cfg.bench.steps * cfg.bench.repeats
+    proof = trained.proof_metrics(zero.losses, zero.skipped, zero.loss_scale, warmup, measured)
+    failure = trained.diverged_line([r.losses for r in ranks], warmup + measured) or trained.stalled_line(proof,
+                                                                                                         measured)
+    metrics = {} if failure else {**figures(cfg, ranks), **zero.metrics}  # zero.metrics: profilers', batch search's
+    metrics.update(proof)
+    metrics["time/startup_s"] = zero.first_step_at - started_at
+    metrics["time/warmup_s"] = max(r.warmup_s for r in ranks)
+    metrics["time/wall_s"] = now - started_at
+
+    hosts = sorted({r.hostname for r in ranks})
+    tags = dict(zero.env_tags)
+    tags.update(
+        gpu_count=str(sum(1 for r in ranks if r.samples)),
+        world_size=str(world),
+        nodes=str(cfg.dist.nodes),
+        hostnames=",".join(hosts),
+        node_hostnames=",".join(f"{n}:{h}" for n, h in sorted({(r.node_rank, r.hostname) for r in ranks})),
+        dist=dist_name(cfg),
+        **{trained.PROOF_TAG: "1"},
+    )
+    sources = sorted({r.energy_source for r in ranks if r.energy_source})
+    if sources:
+        tags["energy_source"] = ",".join(sources)
+    if cfg.profiler.name != "none":
+        tags["profiled"] = cfg.profiler.name  # sweep reports keep it out of the speedup reference
+    series = {"train/loss": zero.losses}
+    if not failure:
+        windows = timing.slowest([r.windows for r in ranks])
+        series["throughput/images_per_sec_window"] = timing.window_images_per_sec(windows, batch, world)
+    return RunRecord(metrics, tags, series, list(zero.files), failure and did_not_train(cfg, failure))
+
+
+def did_not_train(cfg, line: str) -> str:
+    """The one line of a run that did not train, with what would work."""
+    if line.startswith("training stalled"):
+        fix = ("use a lower precision.loss_scale, or precision=amp (dynamic scaling)"
+               if cfg.precision.name == "amp_static" else
+               f"give it more bench.warmup_steps ({cfg.bench.warmup_steps} now): a dynamic loss scale starts at "
+               "65536 and halves at each overflowing step")
+    else:
+        fix = f"lower optim.lr (it was {cfg.optim.lr:g})"
+    return f"{line}; a run that does not train has no figure: {fix}"
+
+
+def figures(cfg, ranks: List[RankResult]) -> Dict[str, float]:
+    """The measured windows' figures: throughput, step times, GPU telemetry, energy, MFU."""
+    zero = ranks[0]
+    world, batch = len(ranks), zero.batch_size
+    windows = timing.slowest([r.windows for r in ranks])
+    metrics = timing.summarize(windows, batch, world)
+    per_device = metrics["throughput/images_per_sec_per_device"]
+    gpu_samples = {r.rank: r.samples for r in ranks if r.samples}
+    metrics.update(nvml.summarize(gpu_samples))
+    joules = {r.rank: r.energy_j for r in ranks if r.energy_j is not None}
+    metrics.update(nvml.energy_metrics(joules, batch * cfg.bench.steps * cfg.bench.repeats))
+    if not gpu_samples:
+        cpu = [r.process_cpu_pct / r.cpu_cores for r in ranks if r.process_cpu_pct is not None]
+        if cpu:  # the share of the cores each rank may use, so a CPU run has a utilization too
+            metrics["cpu/utilization_pct"] = sum(cpu) / len(cpu)
+    if zero.flops_per_image:
+        metrics["model/gflops_per_image"] = zero.flops_per_image / 1e9
+        metrics["flops/achieved_tflops_per_device"] = per_device * zero.flops_per_image / 1e12
+        gpu = zero.env_tags.get("gpu_model") if gpu_samples else None
+        peak_tflops = mfu.peak_tflops(cfg.mfu, gpu, precision.of(cfg).peak)
+        if peak_tflops is not None:
+            metrics["mfu_pct"] = mfu.mfu_pct(per_device, zero.flops_per_image, peak_tflops)
+            metrics["mfu/peak_tflops_per_device"] = peak_tflops
+    return metrics
+
+
+def summarize_training(cfg, ranks: List[RankResult], started_at: float, now: float) -> RunRecord:
+    """train=accuracy: rank 0's end-of-run metrics and per-epoch series, and target_reached."""
+    zero = ranks[0]
+    metrics = {**zero.metrics, "time/wall_s": now - started_at}
+    tags = {**zero.env_tags, "world_size": str(cfg.dist.nodes * cfg.dist.gpus_per_node),
+            "nodes": str(cfg.dist.nodes), "dist": dist_name(cfg),
+            "target_reached": str("time/to_target_s" in metrics).lower(), trained.PROOF_TAG: "1"}
+    return RunRecord(metrics, tags, dict(zero.series), list(zero.files))
+
+
+def training_headline(name: str, metrics: Dict[str, Any]) -> str:
+    best = metrics.get("val/best_top1")
+    text = f"{name}: {int(metrics.get('train/epochs', 0))} epochs in {metrics['time/train_s']:.1f} s"
+    text += f", best top-1 {100 * best:.2f}%" if best is not None else ""
+    to_target = metrics.get("time/to_target_s")
+    return text + (f", target reached after {to_target:.1f} s" if to_target is not None else ", target not reached")
+
+
+def finite_or_none(metrics: Dict[str, Any]) -> Dict[str, Any]:
+    """JSON has no NaN: a diverged run's losses go into summary.json as null."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
+
+
+def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: str, cfg) -> List[str]:
+    """step_times.csv, ranks.csv, gpu_telemetry.csv and summary.json in `out`; their paths.
+    train=accuracy: summary.json and epochs.jsonl (rn50/rank/training.py writes it)."""
+    if cfg.train.name == TrainName.accuracy:
+        summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name,
+                   "batch_size": ranks[0].batch_size, **finite_or_none(record.metrics), "target_reached": record.tags["target_reached"]}
+        (out / "summary.json").write_text(json.dumps(summary) + "\n")
+        return [str(out / "summary.json")] + [str(p) for p in [out / "epochs.jsonl"] if p.is_file()]
+    files = [out / "step_times.csv", out / "ranks.csv"]
+    timing.write_steps_csv(files[0], [r.windows for r in ranks])
+    write_ranks_csv(files[1], ranks)
+    gpu_samples = {r.rank: r.samples for r in ranks if r.samples}
+    if gpu_samples:
+        files.append(out / "gpu_telemetry.csv")
+        nvml.write_csv(files[-1], gpu_samples)
+    summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name,
+               "batch_size": ranks[0].batch_size, **finite_or_none(record.metrics)}
+    files.append(out / "summary.json")
+    files[-1].write_text(json.dumps(summary) + "\n")
+    return [str(f) for f in files] + sorted(str(f) for f in out.glob("*profiler*.txt")) + record.files
+
+
+RANK_COLUMNS = ("rank", "node_rank", "local_rank", "hostname", "pid", "process_cpu_pct")
+
+
+def write_ranks_csv(path, ranks: List[RankResult]) -> None:
+    """Where each rank ran and how busy its process kept the host's CPU in the measured windows."""
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(RANK_COLUMNS)
+        for r in ranks:
+            cpu = "" if r.process_cpu_pct is None else f"{r.process_cpu_pct:.1f}"
+            writer.writerow([r.rank, r.node_rank, r.local_rank, r.hostname, r.pid, cpu])
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def headline(name: str, metrics: Dict[str, Any]) -> str:
+    proof = trained.note(metrics)
+    return (f"{name}: {metrics['throughput/images_per_sec']:,.1f} images/sec "
+            f"({metrics['throughput/images_per_sec_per_device']:,.1f} per device), "
+            f"step {metrics['step_time/median_ms']:.2f} ms median, first step after {metrics['time/startup_s']:.1f} s"
+            + (f"; {proof}" if proof else ""))

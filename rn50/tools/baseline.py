@@ -1,0 +1,248 @@
+"""A bare PyTorch training loop with rn50's settings, to measure what the framework costs.
+
+No Lightning, Hydra or MLflow: the same torchvision network, channels_last,
+fused SGD, autocast and loss scaling, and the same synthetic device-resident
+batch, timed as rn50 times it (warm-up, then a window synced at its edges). On a GPU
+with an NVML energy counter it also reports images per joule over the windows.
+The step is rn50/recipe/train_step.py's, which the batch search (rn50/rank/batch_search.py) probes with too;
+the windows are rn50/measure/timing.py's WindowTimer, as a rank's.
+With --data-root the batches come from rn50's DALI pipeline (data=dali) instead: the bare DALI
+loop, or with --decode-only the pipeline alone, with no training.
+
+    python -m rn50.baseline --arch resnet50 --precision amp --batch-size 256
+    torchrun --standalone --nproc-per-node 4 -m rn50.baseline   # DDP, one process per GPU
+    python -m rn50.baseline --data-root /data/imagenet --dali hw_decoder_load=0.99
+"""
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import statistics
+from typing import Callable, Iterator, Optional
+
+import torch
+import torch._inductor.config as inductor
+from hydra import compose, initialize_config_dir
+
+from rn50.config.directory import config_dir
+from rn50.config.messages import one_line
+from rn50.launcher.launch import set_num_classes
+from rn50.measure import environment, nvml
+from rn50.measure.device import DeviceClock, handle_for_cuda_device
+from rn50.measure.timing import WindowTimer
+from rn50.options import pipelines
+from rn50.point.validate import validate
+from rn50.recipe.model import configure_inductor
+from rn50.recipe.precision import set_math_mode
+from rn50.recipe.train_step import build_train_step
+
+# rn50's built-in precisions (conf/precision/), written out here: the bare loop shares no framework code.
+PRECISIONS = ["fp32", "tf32", "amp", "amp_static", "bf16"]
+COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+
+
+def main(argv=None) -> dict:
+    environment.set_cuda_connections()  # as rn50's ranks do, before CUDA starts
+    p = argparse.ArgumentParser(prog="python -m rn50.baseline")
+    p.add_argument("--arch", default="resnet50")
+    p.add_argument("--precision", default="amp", choices=PRECISIONS)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--warmup-steps", type=int, default=20)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES,
+                   help="with --compile; reduce-overhead is what rn50's model.cuda_graphs=true runs")
+    p.add_argument("--autotune-pointwise", action="store_true",
+                   help="with --compile: rn50's model.autotune_pointwise=true")
+    p.add_argument("--autotune-coordinate-descent", action="store_true",
+                   help="with --compile: rn50's model.autotune_coordinate_descent=true")
+    p.add_argument("--conv-1x1-as-mm", action="store_true",
+                   help="inductor lowers 1x1 convolutions to matmuls it can fuse with their neighbours")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="capture the whole step (forward, backward, optimizer) in one CUDA graph and replay it")
+    p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
+    p.add_argument("--loss-scale", type=float, default=1024.0)
+    p.add_argument("--data-root", help="train on ROOT/train's JPEGs through rn50's DALI pipeline (data=dali)")
+    p.add_argument("--decode-only", action="store_true",
+                   help="with --data-root: take batches from the pipeline and train nothing, to measure it alone")
+    p.add_argument("--dali", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --data-root: a data.dali key, e.g. hw_decoder_load=0.99 (repeatable); "
+                        "the rest as data=dali sets them (12 threads, no hardware decoder, a quarter on the CPU)")
+    args = p.parse_args(argv)
+    if args.data_root is None and (args.decode_only or args.dali):
+        p.error("--decode-only and --dali need --data-root")
+    if (args.autotune_pointwise or args.autotune_coordinate_descent) and not args.compile:
+        p.error("--autotune-pointwise and --autotune-coordinate-descent tune torch.compile's kernels: add --compile")
+    if args.warmup_steps < 1:
+        p.error("--warmup-steps must be 1 or more: the window's first edge follows a step, whose loss it reads")
+    if args.data_root is not None and args.cuda_graph:
+        p.error("--cuda-graph replays one batch's addresses, so it cannot take batches from --data-root")
+
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    on_stream = contextlib.ExitStack()
+    if args.data_root is not None:
+        try:
+            cfg = dali_config(args, device)
+        except Exception as exc:  # a bad --dali key or value, named as rn50 names it
+            p.error(one_line(exc))
+        # rn50's ranks train on this stream from their first device work: data.dali.training_stream.
+        on_stream.enter_context(pipelines.of(cfg).training_stream(cfg))
+    if world > 1:
+        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    set_math_mode(args.precision != "fp32")
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    if args.conv_1x1_as_mm:
+        inductor.conv_1x1_as_mm = True
+    configure_inductor(args.autotune_pointwise, args.autotune_coordinate_descent)
+    options = dict(image_size=args.image_size, channels_last=args.channels_last,
+                   compile_mode=args.compile_mode if args.compile else None, loss_scale=args.loss_scale,
+                   ddp=world > 1)
+    train = None  # the step, where the loop trains (not --decode-only)
+    if args.data_root is None:  # one device-resident batch, as data=synthetic
+        train = build_train_step(args.arch, args.precision, device, **options)
+        images, labels = train.batch(args.batch_size)
+        step = lambda: train(images, labels)  # noqa: E731
+    else:
+        try:
+            batches = dali_batches(cfg, device, int(os.environ.get("RANK", 0)), world)
+        except Exception as exc:  # the pipeline cannot start (no files, bad device), named as rn50 names it
+            p.error(one_line(exc))
+        if args.decode_only:
+            step = lambda: next(batches)  # noqa: E731
+        else:
+            # The head has an output per class folder, as rn50's runs size it (model.num_classes=null).
+            train = build_train_step(args.arch, args.precision, device, **options, num_classes=cfg.model.num_classes)
+            step = lambda: train(*next(batches))  # noqa: E731
+
+    energy = energy_counter(device)
+    rates, joules, edge_losses = [], [], []
+    mj0 = None  # the energy counter where the open window started
+
+    def at_edge(k: int) -> None:
+        """Edge k of the windows, after its sync and outside every window: close window k-1 (the
+        slowest rank's seconds, every GPU's energy), then open window k. The loss of the step the
+        edge follows is read at each window's start and end."""
+        nonlocal step, mj0
+        if k > 0:
+            mj1 = energy()
+            edge_losses.append(float(loss) if train else None)
+            edge = torch.tensor([timer.windows[-1].seconds,
+                                 (mj1 - mj0) / 1e3 if None not in (mj0, mj1) else float("nan")],
+                                dtype=torch.float64, device=device)
+            if world > 1:
+                torch.distributed.all_reduce(edge[:1], op=torch.distributed.ReduceOp.MAX)
+                torch.distributed.all_reduce(edge[1:], op=torch.distributed.ReduceOp.SUM)
+            rates.append(args.batch_size * world * args.steps / edge[0].item())
+            joules.append(edge[1].item())
+        if k < args.repeats:
+            if k == 0 and args.cuda_graph:  # captured after the warm-up, before any window
+                step = capture(step, device)
+                torch.cuda.synchronize()
+            mj0 = energy()
+            edge_losses.append(float(loss) if train else None)
+
+    timer = WindowTimer(args.warmup_steps, args.steps, args.repeats, DeviceClock(device.type), on_edge=at_edge)
+    for _ in range(timer.total_steps):
+        loss = step()
+        timer.step_end()
+    images = args.batch_size * world * args.steps * args.repeats
+    measured = all(j == j for j in joules)  # NaN where a GPU has no energy counter
+    result = {"baseline": "bare_pytorch", **vars(args), "world_size": world,
+              "images_per_sec": statistics.median(rates), "images_per_sec_windows": rates,
+              "energy_joules_windows": joules if measured else None,
+              "images_per_joule": images / sum(joules) if measured else None}
+    if train:
+        result.update(proof(edge_losses, train.scaler, args))
+    if int(os.environ.get("RANK", 0)) == 0:
+        print(json.dumps(result))
+    if world > 1:
+        torch.distributed.destroy_process_group()
+    on_stream.close()
+    if train and not math.isfinite(edge_losses[-1]):
+        p.exit(1, f"{p.prog}: error: training diverged: loss {edge_losses[-1]} at the last window's end; "
+                  "its images/sec is no training figure\n")
+    if result.get("skipped_steps_window") == args.steps * args.repeats:
+        p.exit(1, f"{p.prog}: error: training stalled: the loss scaler skipped all {args.steps * args.repeats} "
+                  "measured steps; its images/sec is no training figure (lower --loss-scale)\n")
+    return result
+
+
+def proof(edge_losses, scaler, args) -> dict:
+    """That the bare loop trained, as rn50's runs prove it (rn50/measure/trained.py): the loss at the
+    windows' edges (read there, after the sync), the steps the scaler skipped, its final scale.
+    A captured CUDA graph replays the scaler without Python, so its skips are not counted."""
+    out = {"loss_first": edge_losses[0], "loss_last": edge_losses[-1], "loss_window_edges": edge_losses,
+           "loss_fell": edge_losses[-1] < edge_losses[0]}
+    if scaler is not None:
+        out["loss_scale_final"] = float(scaler.get_scale())  # --loss-scale is the fixed one asked for
+        if not args.cuda_graph:
+            flags = scaler.take_skipped()
+            out["skipped_steps"] = sum(flags)
+            out["skipped_steps_window"] = sum(flags[len(flags) - args.steps * args.repeats:])
+    return out
+
+
+def dali_config(args, device: torch.device):
+    """rn50's config of a data=dali run with args' settings and data.dali keys, composed and
+    checked as rn50 composes and checks a run."""
+    overrides = ["data=dali", f"data.root={args.data_root}", f"data.batch_size={args.batch_size}",
+                 f"data.image_size={args.image_size}", f"precision={args.precision}",
+                 f"model.channels_last={args.channels_last}", "mlflow.tracking_uri=unused",
+                 f"dist.accelerator={'gpu' if device.type == 'cuda' else 'cpu'}",
+                 *[f"data.dali.{option}" for option in args.dali]]
+    if args.precision == "amp_static":
+        overrides.append(f"precision.loss_scale={args.loss_scale}")
+    with initialize_config_dir(config_dir=config_dir(), version_base=None):
+        cfg = validate(compose("config", overrides=overrides))
+    set_num_classes(cfg)
+    return cfg
+
+
+def dali_batches(cfg, device: torch.device, rank: int, world: int) -> Iterator:
+    """The config's data=dali pipeline for this rank as an endless stream of (images, labels) in
+    the model's dtype and layout on the device."""
+    return iter(pipelines.build(cfg, endless=True).loader(device, rank, world))
+
+
+def energy_counter(device: torch.device) -> Callable[[], Optional[float]]:
+    """Reads this GPU's NVML energy counter in millijoules; None on CPUs and GPUs without one."""
+    if device.type != "cuda":
+        return lambda: None
+    try:
+        handle = handle_for_cuda_device(device.index)
+    except Exception:  # no NVML library or driver: no energy figure, the timing still stands
+        return lambda: None
+    return lambda: nvml.energy_mj(handle)
+
+
+def capture(step, device):
+    """The step as one CUDA graph: every tensor it touches keeps its address, so replays
+    redo the same work with no launches from the host."""
+    sync_stream = torch.cuda.Stream(device)
+    sync_stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(sync_stream):  # capture needs warmed-up kernels on a side stream
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream(device).wait_stream(sync_stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        loss = step()  # the graph's own output: each replay writes the step's loss into it
+
+    def replay() -> torch.Tensor:
+        graph.replay()
+        return loss
+
+    return replay
+
+
+if __name__ == "__main__":
+    main()
