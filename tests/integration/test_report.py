@@ -99,7 +99,7 @@ def test_summary_metrics_are_logged_as_the_ui_should_show_them(tmp_path):
 
 
 def test_profiled_runs_are_no_speedup_reference():
-    from rn50.report import add_scaling
+    from rn50.results.report import add_scaling
 
     def row(gpus, ips, profiled):
         return {"setup": "model.arch=resnet50", "gpus": gpus, "status": "FINISHED", "failure": "",
