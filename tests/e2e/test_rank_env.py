@@ -19,8 +19,8 @@ def seen(code: str, given=None) -> list:
 
 
 def test_ranks_and_the_bare_loop_give_cuda_32_work_queues_unless_the_user_chose():
-    assert seen(f"import rn50.rank; {SHOW}") == ["32"]  # a rank process, before its CUDA context
-    assert seen(f"import rn50.rank; {SHOW}", given="4") == ["4"]
+    assert seen(f"import rn50.rank.run; {SHOW}") == ["32"]  # a rank process, before its CUDA context
+    assert seen(f"import rn50.rank.run; {SHOW}", given="4") == ["4"]
     # Set by the bare loop's run, not by importing it: one process shows both.
     bare = ("from rn50 import baseline; baseline.main(['--arch', 'resnet18', '--image-size', '32', "
             "'--batch-size', '2', '--warmup-steps', '1', '--steps', '1', '--precision', 'fp32'])")
