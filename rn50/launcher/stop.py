@@ -11,10 +11,8 @@ from typing import Iterator
 from rn50 import pool
 from rn50.errors import Interrupted
 from rn50.launcher.sweep import PARENT_ENV, URI_ENV
+from rn50.stops import STOP_SIGNALS
 from rn50.tracking import store as tracking
-
-# The ways a launcher is told to stop: Ctrl-C, kill, a closed terminal (or an ended SSH session).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _interrupted(signum, frame):

@@ -20,6 +20,7 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from rn50 import stops
 from rn50.errors import ConfigError, Requeued, Rn50Error, RunFailed, error_line
 from rn50.measure.trained import PROOF_TAG
 
@@ -204,12 +205,16 @@ def start_run(
     parent_run_id: Optional[str] = None,
     params: bool = True,
 ) -> str:
-    """Create a RUNNING run, with the config as params unless params=False; returns its id."""
+    """Create a RUNNING run, with the config as params unless params=False; returns its id. A stop
+    signal waits until the run has its params (rn50/stops.py), and is raised once it has."""
     uri = cfg.mlflow.tracking_uri
-    run_id = create_run(uri, cfg.mlflow.experiment_name, run_name,
-                        {**tags, **({PARENT_TAG: parent_run_id} if parent_run_id else {})})
-    if params:
-        log_params(open_client(uri), run_id, config_params(cfg))
+    caught: List[int] = []
+    with stops.held(caught):
+        run_id = create_run(uri, cfg.mlflow.experiment_name, run_name,
+                            {**tags, **({PARENT_TAG: parent_run_id} if parent_run_id else {})})
+        if params:
+            log_params(open_client(uri), run_id, config_params(cfg))
+    stops.raise_caught(caught)
     return run_id
 
 
@@ -334,23 +339,24 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str], parent_run_i
     is the one reported.
     """
     uri = cfg.mlflow.tracking_uri
+    caught: List[int] = []  # a stop signal while the run is made waits for it to be whole (rn50/stops.py)
     try:
-        if continue_run_id:
-            continue_run(uri, continue_run_id, tags)
-            run_id = continue_run_id
-            if cfg.mlflow.run_id and cfg.mlflow.run_id != run_id:  # made for this job, which goes on elsewhere
-                open_client(uri).delete_run(cfg.mlflow.run_id)
-        elif cfg.mlflow.run_id:
-            run_id = adopt(cfg, tags)
-        else:
-            run_id = start_run(cfg, run_name, tags, parent_run_id, params=False)
+        with stops.held(caught):
+            if continue_run_id:
+                continue_run(uri, continue_run_id, tags)
+                run_id = continue_run_id
+                if cfg.mlflow.run_id and cfg.mlflow.run_id != run_id:  # made for this job, which goes on elsewhere
+                    open_client(uri).delete_run(cfg.mlflow.run_id)
+            elif cfg.mlflow.run_id:
+                run_id = adopt(cfg, tags)
+            else:
+                run_id = start_run(cfg, run_name, tags, parent_run_id)
     except Rn50Error:
         raise
     except Exception as exc:  # a server that answers /health but refuses a write
         raise Rn50Error(f"mlflow.tracking_uri={uri} cannot record a run: {first_line(exc)}") from None
     try:
-        if not (continue_run_id or cfg.mlflow.run_id):  # in the block: an interruption here still closes the run
-            log_params(open_client(uri), run_id, config_params(cfg))
+        stops.raise_caught(caught)  # in the block: the run it stops is closed as KILLED
         yield run_id
     except Requeued:  # SLURM starts the job again, and it goes on with this run
         open_client(uri).set_tag(run_id, "requeued", "true")

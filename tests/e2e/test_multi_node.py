@@ -86,12 +86,15 @@ def test_a_run_and_a_sweep_span_two_slurm_nodes(slurm_two_nodes, tmp_path):
     assert len(ranks_csv(slurm_two_nodes, children["1n1g"])) == 1
 
 
-def job_of(cluster, nodes: int) -> str:
-    """The id of the one running job of `nodes` nodes."""
+def job_of(cluster, nodes: int, folder: Path) -> str:
+    """The id of the running job of `nodes` nodes that submitit submitted from `folder` (its
+    .submitit/JOB_ID folders): a job of an earlier test may still be running (SLURM ends it a
+    moment after its result is written), and the cluster is shared by the module's tests."""
     while True:
         listed = subprocess.run(cluster.login(["squeue", "--noheader", "--states=R", "--format=%i %D"]),
                                 env=cluster.env, capture_output=True, text=True).stdout.split("\n")
-        found = [line.split()[0] for line in listed if line.split()[1:] == [str(nodes)]]
+        found = [line.split()[0] for line in listed
+                 if line.split()[1:] == [str(nodes)] and (folder / line.split()[0]).is_dir()]
         if found:
             return found[0]
         time.sleep(0.2)
@@ -117,10 +120,10 @@ def test_a_lost_node_fails_its_point_and_the_sweep_goes_on(slurm_two_nodes, tmp_
     proc = on_login(slurm_two_nodes, tmp_path, [*args, *TINY, "precision=fp32", "bench.steps=300",
                                                 "mlflow.experiment_name=node-loss", f"hydra.sweep.dir={tmp_path}/sweep"],
                     stderr=subprocess.STDOUT)  # the sweep's log lines are on stdout, its errors on stderr
-    job = job_of(slurm_two_nodes, 2)
+    job = job_of(slurm_two_nodes, 2, tmp_path / "sweep" / ".submitit")
     log = tmp_path / "sweep" / ".submitit" / job / f"{job}_0_log.err"
     while "rn50: measuring" not in (log.read_text() if log.exists() else ""):  # rank 0 is in the window
-        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        assert proc.poll() is None, f"job {job}, {log}: " + proc.communicate()[0][-3000:]
         time.sleep(0.2)
     (victim,) = ranks_of_job(slurm_two_nodes, "node2", job)
     os.kill(victim, signal.SIGKILL)
@@ -155,7 +158,7 @@ def test_a_requeued_training_job_resumes_into_the_same_run(slurm_two_nodes, tmp_
     while not (out / "checkpoints" / "last.ckpt").exists():  # epoch 1 is done; epoch 2 has begun
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         time.sleep(0.2)
-    job = job_of(slurm_two_nodes, 2)
+    job = job_of(slurm_two_nodes, 2, out / ".submitit")
     subprocess.run(slurm_two_nodes.login([*REQUEUE.split(), job]), env=slurm_two_nodes.env, check=True)
     while True:  # slurmctld holds a requeued job for a while (its BeginTime): let it start again now
         state = subprocess.run(slurm_two_nodes.login(["squeue", "--noheader", "--format=%T %r", f"--jobs={job}"]),
