@@ -31,7 +31,9 @@ def _version(dist: str) -> str:
 
 def software_tags() -> Dict[str, str]:
     return {
-        "torch_version": torch.__version__,
+        # str(): torch's TorchVersion would make the launcher, which unpickles a rank's result,
+        # import torch (seconds, and a rule of its layers) to read one tag.
+        "torch_version": str(torch.__version__),
         "torchvision_version": _version("torchvision"),
         "lightning_version": _version("pytorch-lightning"),
         "cuda_version": str(torch.version.cuda),

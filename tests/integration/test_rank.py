@@ -1,6 +1,8 @@
 """How a rank builds its Trainer, and one rank run in this process."""
 
 import contextlib
+import io
+import pickle
 
 from conftest import TINY
 from rn50.launcher.launch import set_num_classes
@@ -53,6 +55,16 @@ def test_one_rank_in_this_process(compose_cfg, tmp_path):
     assert all(w.seconds > 0 for w in zero.windows) and zero.first_step_at > 0
     assert zero.flops_per_image > 0 and zero.env_tags["accelerator"] == "cpu"
     assert zero.process_cpu_pct > 0 and zero.cpu_cores >= 1
+    # The launcher unpickles this, and never imports torch: no class of torch's (or numpy's) is in it.
+    modules = set()
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            modules.add(module)
+            return super().find_class(module, name)
+
+    Unpickler(io.BytesIO(pickle.dumps(zero))).load()
+    assert modules <= {"rn50.results.summary", "rn50.measure.timing", "builtins", "pathlib"}, modules
 
 
 def test_the_rank_builds_and_trains_inside_its_pipelines_stream(compose_cfg, tmp_path, monkeypatch):
