@@ -2,6 +2,8 @@
 
 import functools
 import itertools
+import multiprocessing
+import sys
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -44,6 +46,22 @@ def load_rgb(path: str) -> Image.Image:
             raise RuntimeError(f"corrupt image {path} ({reason}); remove or replace it") from None
 
 
+def worker_context():
+    """How a DataLoader's workers start. CPython before 3.12 can deadlock a forked child in its
+    first step (cpython gh-112275: the runtime's thread-state lock, held by another thread at the
+    fork, is taken again before it is reset). A rank forks its workers after gloo's or NCCL's
+    threads exist, and those take that lock whenever they call into Python: a requeued accuracy
+    run on the test cluster hung for good in its first step, its worker stuck in os.fork(). Before
+    3.12 the workers come from a forkserver, a process without those threads, which imports this
+    module (torch, torchvision) once, so a worker still starts in a fraction of a second; from 3.12
+    on, fork, the fastest start."""
+    if sys.version_info >= (3, 12):
+        return None
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
 class Endless(Sampler):
     """A DistributedSampler's epochs one after another: the DataLoader never runs out, so its
     workers keep decoding ahead across epoch ends instead of idling until the next epoch's
@@ -79,6 +97,7 @@ class ImageFolderData(pl.LightningDataModule):
         self.root, self.batch_size, self.num_workers = Path(root), batch_size, num_workers
         self.channels_last, self.seed = channels_last, seed
         self.endless, self.validate = endless and not validate, validate
+        self.context = worker_context() if num_workers > 0 else None
         self.eval_transform = transforms.Compose([
             transforms.Resize(eval_resize(image_size)),
             transforms.CenterCrop(image_size),
@@ -116,7 +135,7 @@ class ImageFolderData(pl.LightningDataModule):
         # Endless: a sampler without len() makes a DataLoader without one, which Lightning runs
         # as one epoch that never ends.
         return DataLoader(dataset, self.batch_size, sampler=Endless(sampler) if self.endless else sampler,
-                          num_workers=self.num_workers,
+                          num_workers=self.num_workers, multiprocessing_context=self.context,
                           pin_memory=self.trainer.strategy.root_device.type == "cuda",
                           persistent_workers=not self.validate, drop_last=True, generator=generator)
 
@@ -131,7 +150,7 @@ class ImageFolderData(pl.LightningDataModule):
         dataset = datasets.ImageFolder(self.root / "val", self.eval_transform, loader=load_rgb)
         mine = Subset(dataset, shard(len(dataset), self.trainer.global_rank, self.trainer.world_size))
         return DataLoader(mine, self.batch_size, shuffle=False, num_workers=self.num_workers,
-                          pin_memory=self.trainer.strategy.root_device.type == "cuda", drop_last=False)
+                          multiprocessing_context=self.context, pin_memory=self.trainer.strategy.root_device.type == "cuda", drop_last=False)
 
     def on_after_batch_transfer(self, batch, dataloader_idx):
         images, labels = batch
