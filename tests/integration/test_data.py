@@ -39,9 +39,10 @@ def test_two_processes_read_disjoint_shards(tree):
     assert not seen[0] & seen[1]
 
 
-def test_workers_start_where_a_fork_cannot_deadlock_and_still_read_the_images(tree):
-    """Before Python 3.12 a fork beside gloo's threads can deadlock the child (cpython gh-112275):
-    the workers of both loaders come from a forkserver there, and they still deliver batches."""
+def test_workers_start_where_a_fork_cannot_deadlock(tree):
+    """Before Python 3.12 a fork beside gloo's threads can deadlock the child (cpython gh-112275): the
+    workers of both loaders come from a forkserver there. That they deliver batches, the imagefolder
+    and train=accuracy runs of tests/e2e show."""
     dm = ImageFolderData(str(tree), batch_size=2, image_size=32, num_workers=1, channels_last=False, seed=0,
                          validate=True)
     dm.trainer = SimpleNamespace(world_size=1, global_rank=0, fit_loop=SimpleNamespace(epoch_progress=SimpleNamespace(
@@ -50,8 +51,6 @@ def test_workers_start_where_a_fork_cannot_deadlock_and_still_read_the_images(tr
     for loader in (dm.train_dataloader(), dm.val_dataloader()):
         context = loader.multiprocessing_context
         assert (context.get_start_method() if context else None) == expected
-        images, labels = next(iter(loader))
-        assert images.shape == (2, 3, 32, 32) and labels.shape == (2,)
 
 
 def test_tree_checks(tmp_path):

@@ -1,5 +1,5 @@
 """A stop signal while a run is being made (Ctrl-C, kill, a closed terminal): the run is made whole,
-with its params, and then closed as KILLED; a second signal stops at once."""
+with its params, and then closed as KILLED (the holding itself: tests/unit/test_stops.py)."""
 
 import os
 import shutil
@@ -57,18 +57,3 @@ def test_a_stop_between_creating_a_run_and_logging_its_params_closes_a_whole_run
     assert run.info.status == "KILLED"
     assert run.data.params["data.batch_size"] == str(cfg.data.batch_size)  # its params, all of them
     assert len(run.data.params) == len(tracking.config_params(cfg))
-
-
-def test_a_second_stop_while_a_run_is_made_stops_at_once(compose_cfg, tmp_path, monkeypatch, launcher_signals):
-    from rn50.errors import Interrupted
-    from rn50.tracking import store as tracking
-
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
-    cfg = compose_cfg([f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
-    _stopped_while(monkeypatch, "create_run", times=2)
-    logged = []
-    monkeypatch.setattr(tracking, "log_params", lambda *args, **kwargs: logged.append(args))
-    with pytest.raises(Interrupted):
-        tracking.start_run(cfg, "sweep", {})
-    assert not logged  # a store that hangs can be left
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # the launcher's handler acted: it ignores later stops
