@@ -63,9 +63,11 @@ class Meter:
         self._stop = threading.Event()
         if announce:  # the line that says the task started
             self._write(self._line("", opening=True), force=True)
+        self.heartbeat: Optional[threading.Thread] = None  # ends soon after finish()
         if heartbeat:
             beat_s = TICK_S if self.tty else interval_s
-            threading.Thread(target=self._beat, args=(beat_s,), name="rn50-heartbeat", daemon=True).start()
+            self.heartbeat = threading.Thread(target=self._beat, args=(beat_s,), name="rn50-heartbeat", daemon=True)
+            self.heartbeat.start()
 
     def update(self, done: int, note: str = "") -> None:
         """done of total so far; note is appended (e.g. the current images/sec)."""
