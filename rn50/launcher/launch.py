@@ -122,10 +122,10 @@ def set_num_classes(cfg: DictConfig, pipeline=None) -> None:
         checks.check_classes(cfg.data.root, cfg.model.num_classes, found)
 
 
-def process_rank(cfg: DictConfig) -> int:
+def process_rank(cfg: DictConfig, cluster) -> int:
     """This process's global rank: 0 for cluster=local, whose ranks are its children; else
-    the rank torchrun or SLURM gave it, once the number of processes matches dist."""
-    cluster = clusters.of(cfg)
+    the rank torchrun or SLURM gave it, once the number of processes matches dist. cluster: the
+    run's cluster option."""
     if cluster.rank_env is None:
         return 0
     rank_key, world_key = cluster.rank_env

@@ -26,6 +26,7 @@ from rn50.errors import ConfigError, RunFailed, failure_kind
 from rn50.launcher import launch, slurm_jobs
 from rn50.measure import trained
 from rn50.options import clusters
+from rn50.options.components import Options
 from rn50.point import identity
 from rn50.results import resume
 from rn50.results import summary as results
@@ -43,13 +44,15 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
     if cfg.dry_run:
         print(launch.dry_run(cfg, HydraConfig.get().overrides.task))
         return None
-    if clusters.of(cfg).submits():  # SLURM, from a login node: one job for the run, waited on here
-        submitted = slurm_jobs.submit_run(cfg, out, identity.config_hash(cfg), sys.argv[1:])
+    cluster = clusters.of(cfg)  # the run's; the other options are built with it, in the checks below
+    if cluster.submits():  # SLURM, from a login node: one job for the run, waited on here
+        submitted = slurm_jobs.submit_run(cfg, out, identity.config_hash(cfg), sys.argv[1:], cluster)
         return say_done(cfg, name, submitted, out, parent)
-    rank = launch.process_rank(cfg)
+    rank = launch.process_rank(cfg, cluster)
     tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed
     try:
-        options = launch.preflight(cfg)  # the run's options, built once for this process
+        # The run's options, built once for this process: a point whose option cannot be built is a row.
+        options = launch.preflight(cfg, options=Options.of(cfg, cluster=cluster))
         params = tracking.config_params(cfg)
         continued = resume.run_to_continue(cfg, out, params)  # train.resume, or a requeued SLURM job
         tracking.check_reachable(cfg.mlflow.tracking_uri, open_store=False)

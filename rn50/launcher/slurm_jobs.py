@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from rn50.config.schema import dist_name, run_name
 from rn50.errors import RunFailed
 from rn50.launcher import launch
+from rn50.options.components import Options
 from rn50.results import resume
 from rn50.slurm import sbatch as slurm
 from rn50.tracking import store as tracking
@@ -180,14 +181,14 @@ def task_argv(argv: List[str], out: Path, run_id: str) -> List[str]:
     return [*kept, f"hydra.run.dir={quoted(str(out))}", f"mlflow.run_id={run_id}"]
 
 
-def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str]) -> Dict[str, Any]:
+def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str], cluster) -> Dict[str, Any]:
     """One run (no --multirun), from a login node: check it, make its MLflow run, submit its job,
     wait for it; the run's metrics, or RunFailed. The job's folder is out/.submitit/JOB_ID unless
-    hydra.launcher.submitit_folder says otherwise."""
+    hydra.launcher.submitit_folder says otherwise. cluster: the run's cluster option."""
     launcher = slurm.launcher_params()
     if OmegaConf.to_container(HydraConfig.get().launcher)["submitit_folder"] == slurm.SWEEP_FOLDER:
         launcher["submitit_folder"] = str(out / ".submitit" / "%j")  # its own, not multirun/'s
-    launch.preflight(cfg, here=False)
+    launch.preflight(cfg, here=False, options=Options.of(cfg, cluster=cluster))
     params = slurm.resources(cfg, launcher)
     slurm.check_nodes(cfg)
     tracking.check_reachable(cfg.mlflow.tracking_uri)

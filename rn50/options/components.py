@@ -53,8 +53,9 @@ class Options:
     """rn50/options/profilers.py's."""
 
     @classmethod
-    def of(cls, cfg: DictConfig) -> "Options":
-        return cls(**{group: of(cfg, group) for group in GROUPS})
+    def of(cls, cfg: DictConfig, **built: Any) -> "Options":
+        """Each group's option of cfg; `built`: those the caller built already (group=object)."""
+        return cls(**{group: built.get(group) or of(cfg, group) for group in GROUPS})
 
 
 def of(cfg: DictConfig, group: str):

@@ -10,19 +10,21 @@ import pytest
 def test_torchrun_world_must_match_dist(compose_cfg, monkeypatch):
     from rn50.launcher import launch
     from rn50.errors import ConfigError
+    from rn50.options import clusters
 
     cfg = compose_cfg(["cluster=torchrun", "dist=1n2g"])
+    cluster = clusters.of(cfg)
     with pytest.raises(ConfigError, match="torchrun did not start this process"):
-        launch.process_rank(cfg)
+        launch.process_rank(cfg, cluster)
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "3")
     with pytest.raises(ConfigError, match="needs torchrun's --rdzv-id"):  # torchrun's default id, none
-        launch.process_rank(cfg)
+        launch.process_rank(cfg, cluster)
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "rn50-test")
     with pytest.raises(ConfigError, match="dist=1n2g needs 2 processes but torchrun started 3"):
-        launch.process_rank(cfg)
+        launch.process_rank(cfg, cluster)
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert launch.process_rank(cfg) == 1
+    assert launch.process_rank(cfg, cluster) == 1
 
 
 def test_a_task_of_a_job_step_is_a_rank_and_sbatchs_own_shell_submits(compose_cfg, monkeypatch):
