@@ -46,16 +46,16 @@ def load_rgb(path: str) -> Image.Image:
             raise RuntimeError(f"corrupt image {path} ({reason}); remove or replace it") from None
 
 
-def worker_context():
-    """How a DataLoader's workers start. CPython before 3.12 can deadlock a forked child in its
-    first step (cpython gh-112275: the runtime's thread-state lock, held by another thread at the
-    fork, is taken again before it is reset). A rank forks its workers after gloo's or NCCL's
-    threads exist, and those take that lock whenever they call into Python: a requeued accuracy
-    run on the test cluster hung for good in its first step, its worker stuck in os.fork(). Before
-    3.12 the workers come from a forkserver, a process without those threads, which imports this
-    module (torch, torchvision) once, so a worker still starts in a fraction of a second; from 3.12
-    on, fork, the fastest start."""
-    if sys.version_info >= (3, 12):
+def worker_context(num_workers: int, world: int):
+    """How a DataLoader's workers start. CPython before 3.12 can deadlock a forked child in os.fork()
+    itself (cpython gh-112275): the runtime's thread-state lock, held by another thread at the
+    fork, is taken again before it is reset. A rank of several forks its workers after its process
+    group's threads (gloo, NCCL) exist, and those take that lock when they call into Python: a
+    requeued two-rank accuracy run on the test cluster hung for good in its first step that way.
+    There the workers come from a forkserver, a process without those threads, which imports this
+    module once, so that each worker still starts in a fraction of a second. A lone rank has no
+    such threads, and from 3.12 on the bug is fixed: fork, the fastest start (None)."""
+    if num_workers == 0 or world == 1 or sys.version_info >= (3, 12):
         return None
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
@@ -97,7 +97,6 @@ class ImageFolderData(pl.LightningDataModule):
         self.root, self.batch_size, self.num_workers = Path(root), batch_size, num_workers
         self.channels_last, self.seed = channels_last, seed
         self.endless, self.validate = endless and not validate, validate
-        self.context = worker_context() if num_workers > 0 else None
         self.eval_transform = transforms.Compose([
             transforms.Resize(eval_resize(image_size)),
             transforms.CenterCrop(image_size),
@@ -135,7 +134,8 @@ class ImageFolderData(pl.LightningDataModule):
         # Endless: a sampler without len() makes a DataLoader without one, which Lightning runs
         # as one epoch that never ends.
         return DataLoader(dataset, self.batch_size, sampler=Endless(sampler) if self.endless else sampler,
-                          num_workers=self.num_workers, multiprocessing_context=self.context,
+                          num_workers=self.num_workers,
+                          multiprocessing_context=worker_context(self.num_workers, self.trainer.world_size),
                           pin_memory=self.trainer.strategy.root_device.type == "cuda",
                           persistent_workers=not self.validate, drop_last=True, generator=generator)
 
@@ -150,7 +150,7 @@ class ImageFolderData(pl.LightningDataModule):
         dataset = datasets.ImageFolder(self.root / "val", self.eval_transform, loader=load_rgb)
         mine = Subset(dataset, shard(len(dataset), self.trainer.global_rank, self.trainer.world_size))
         return DataLoader(mine, self.batch_size, shuffle=False, num_workers=self.num_workers,
-                          multiprocessing_context=self.context, pin_memory=self.trainer.strategy.root_device.type == "cuda", drop_last=False)
+                          multiprocessing_context=worker_context(self.num_workers, self.trainer.world_size), pin_memory=self.trainer.strategy.root_device.type == "cuda", drop_last=False)
 
     def on_after_batch_transfer(self, batch, dataloader_idx):
         images, labels = batch
