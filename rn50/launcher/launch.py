@@ -94,13 +94,13 @@ def for_this_host(cfg: DictConfig) -> DictConfig:
     return profiled
 
 
-def preflight(cfg: DictConfig, here: bool = True, options: Optional[Options] = None) -> Options:
+def preflight(cfg: DictConfig, here: bool = True, options: Optional[Options] = None, cluster=None) -> Options:
     """Everything that can be wrong before a process starts, and two normalisations that need this
     host: dist.accelerator=auto becomes the device found here, model.num_classes=null the data's
-    classes (set_num_classes). The run's options, built here once (unless handed in), for the
-    caller to hand on."""
+    classes (set_num_classes). The run's options, built here once (unless handed in; cluster: its
+    cluster option, where the caller built it), for the caller to hand on."""
     validate.check_declared(cfg)  # a key added with + that the schema does not know
-    options = options or Options.of(cfg)
+    options = options or Options.of(cfg, **({"cluster": cluster} if cluster is not None else {}))
     validate.validate(cfg, options)
     cfg.dist.accelerator = resolve_accelerator(cfg, here, cluster=options.cluster)  # normalisation
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu

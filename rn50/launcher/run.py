@@ -26,7 +26,6 @@ from rn50.errors import ConfigError, RunFailed, failure_kind
 from rn50.launcher import launch, slurm_jobs
 from rn50.measure import trained
 from rn50.options import clusters
-from rn50.options.components import Options
 from rn50.point import identity
 from rn50.results import resume
 from rn50.results import summary as results
@@ -52,7 +51,7 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optiona
     tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed
     try:
         # The run's options, built once for this process: a point whose option cannot be built is a row.
-        options = launch.preflight(cfg, options=Options.of(cfg, cluster=cluster))
+        options = launch.preflight(cfg, cluster=cluster)
         params = tracking.config_params(cfg)
         continued = resume.run_to_continue(cfg, out, params)  # train.resume, or a requeued SLURM job
         tracking.check_reachable(cfg.mlflow.tracking_uri, open_store=False)

@@ -23,7 +23,6 @@ from omegaconf import DictConfig, OmegaConf
 from rn50.config.schema import dist_name, run_name
 from rn50.errors import RunFailed
 from rn50.launcher import launch
-from rn50.options.components import Options
 from rn50.results import resume
 from rn50.slurm import sbatch as slurm
 from rn50.tracking import store as tracking
@@ -188,7 +187,7 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str], cl
     launcher = slurm.launcher_params()
     if OmegaConf.to_container(HydraConfig.get().launcher)["submitit_folder"] == slurm.SWEEP_FOLDER:
         launcher["submitit_folder"] = str(out / ".submitit" / "%j")  # its own, not multirun/'s
-    launch.preflight(cfg, here=False, options=Options.of(cfg, cluster=cluster))
+    launch.preflight(cfg, here=False, cluster=cluster)
     params = slurm.resources(cfg, launcher)
     slurm.check_nodes(cfg)
     tracking.check_reachable(cfg.mlflow.tracking_uri)

@@ -55,7 +55,7 @@ class Options:
     @classmethod
     def of(cls, cfg: DictConfig, **built: Any) -> "Options":
         """Each group's option of cfg; `built`: those the caller built already (group=object)."""
-        return cls(**{group: built.get(group) or of(cfg, group) for group in GROUPS})
+        return cls(**{group: built[group] if group in built else of(cfg, group) for group in GROUPS})
 
 
 def of(cfg: DictConfig, group: str):

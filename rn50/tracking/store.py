@@ -206,15 +206,24 @@ def start_run(
     params: bool = True,
 ) -> str:
     """Create a RUNNING run, with the config as params unless params=False; returns its id. A stop
-    signal waits until the run has its params (rn50/stops.py), and is raised once it has."""
+    signal waits until the run has its params (rn50/stops.py); then the run is closed as KILLED and
+    the stop acts. Inside record(), record holds the stop and closes the run. A run whose params
+    could not be logged is closed as FAILED: none is left RUNNING without them."""
     uri = cfg.mlflow.tracking_uri
     caught: List[int] = []
     with stops.held(caught):
         run_id = create_run(uri, cfg.mlflow.experiment_name, run_name,
                             {**tags, **({PARENT_TAG: parent_run_id} if parent_run_id else {})})
-        if params:
-            log_params(open_client(uri), run_id, config_params(cfg))
-    stops.raise_caught(caught)
+        try:
+            if params:
+                log_params(open_client(uri), run_id, config_params(cfg))
+        except BaseException as exc:
+            interrupted = isinstance(exc, KeyboardInterrupt)  # a second Ctrl-C
+            close_failed(uri, run_id, {} if interrupted else failure_tags(exc), killed=interrupted)
+            raise
+    if caught:
+        close_failed(uri, run_id, killed=True)
+        stops.raise_caught(caught)
     return run_id
 
 
@@ -352,8 +361,10 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str], parent_run_i
             else:
                 run_id = start_run(cfg, run_name, tags, parent_run_id)
     except Rn50Error:
+        stops.raise_caught(caught)  # a stop held while the store failed wins over the store's error
         raise
     except Exception as exc:  # a server that answers /health but refuses a write
+        stops.raise_caught(caught)
         raise Rn50Error(f"mlflow.tracking_uri={uri} cannot record a run: {first_line(exc)}") from None
     try:
         stops.raise_caught(caught)  # in the block: the run it stops is closed as KILLED

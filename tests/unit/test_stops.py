@@ -33,15 +33,26 @@ def test_a_stop_in_the_block_waits_for_its_end(launcher_signals):
         stops.raise_caught(caught)
 
 
-def test_a_second_stop_acts_at_once(launcher_signals):
+def test_a_second_ctrl_c_acts_at_once(launcher_signals):
     caught, done = [], []
     with pytest.raises(Interrupted):
         with stops.held(caught):
-            os.kill(os.getpid(), signal.SIGHUP)
             os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGINT)
             done.append("after both")
     assert not done  # a store that hangs can be left
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # the launcher's handler acted: it ignores later stops
+
+
+def test_a_closing_terminals_second_sighup_waits_with_the_first(launcher_signals):
+    caught, done = [], []
+    with stops.held(caught):
+        os.kill(os.getpid(), signal.SIGHUP)
+        os.kill(os.getpid(), signal.SIGHUP)
+        done.append("after both")
+    assert done and caught == [signal.SIGHUP, signal.SIGHUP]
+    with pytest.raises(Interrupted):
+        stops.raise_caught(caught)
 
 
 def test_an_ignored_signal_stays_ignored_and_a_nested_block_holds_nothing_more(launcher_signals):
