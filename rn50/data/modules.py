@@ -53,8 +53,10 @@ def worker_context(num_workers: int, world: int):
     group's threads (gloo, NCCL) exist, and those take that lock when they call into Python: a
     requeued two-rank accuracy run on the test cluster hung for good in its first step that way.
     There the workers come from a forkserver, a process without those threads, which imports this
-    module once, so that each worker still starts in a fraction of a second. A lone rank has no
-    such threads, and from 3.12 on the bug is fixed: fork, the fastest start (None)."""
+    module once, so that each worker starts without importing torch again; it is sent its own copy
+    of the data set's file list (for ImageNet, once per worker at start-up, and at each epoch of a
+    train=accuracy run, whose workers restart). A lone rank has no such threads, and 3.12 fixed the
+    bug (its backports to late 3.9-3.11 releases are not relied on): fork, the fastest start (None)."""
     if num_workers == 0 or world == 1 or sys.version_info >= (3, 12):
         return None
     context = multiprocessing.get_context("forkserver")
