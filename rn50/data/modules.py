@@ -52,16 +52,15 @@ def worker_context(num_workers: int, world: int):
     fork, is taken again before it is reset. A rank of several forks its workers after its process
     group's threads (gloo, NCCL) exist, and those take that lock when they call into Python: a
     requeued two-rank accuracy run on the test cluster hung for good in its first step that way.
-    There the workers come from a forkserver, a process without those threads, which imports this
-    module once, so that each worker starts without importing torch again; it is sent its own copy
-    of the data set's file list (for ImageNet, once per worker at start-up, and at each epoch of a
-    train=accuracy run, whose workers restart). A lone rank has no such threads, and 3.12 fixed the
-    bug (its backports to late 3.9-3.11 releases are not relied on): fork, the fastest start (None)."""
+    There the workers are spawned: each starts a fresh interpreter and imports torch (seconds, at
+    start-up, and at each epoch of a train=accuracy run, whose workers restart). Not a forkserver:
+    its workers' parent is the server, so a worker outlives a rank that was killed (torch's worker
+    watches its parent), and the server outlives its workers. A lone rank has no such threads, and
+    3.12 fixed the bug (its backports to late 3.9-3.11 releases are not relied on): fork, the
+    fastest start (None)."""
     if num_workers == 0 or world == 1 or sys.version_info >= (3, 12):
         return None
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    return context
+    return multiprocessing.get_context("spawn")
 
 
 class Endless(Sampler):

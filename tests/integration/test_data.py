@@ -41,9 +41,9 @@ def test_two_processes_read_disjoint_shards(tree):
 
 def test_workers_of_several_ranks_start_where_a_fork_cannot_deadlock(tree):
     """Before Python 3.12 a fork beside gloo's or NCCL's threads can deadlock the child (cpython
-    gh-112275): the workers of both loaders of a rank of several come from a forkserver there; a lone
+    gh-112275): the workers of both loaders of a rank of several are spawned there; a lone
     rank forks them. That they deliver batches, the imagefolder and train=accuracy runs of tests/e2e show."""
-    for world, expected in ((2, "forkserver" if sys.version_info < (3, 12) else None), (1, None)):
+    for world, expected in ((2, "spawn" if sys.version_info < (3, 12) else None), (1, None)):
         dm = ImageFolderData(str(tree), batch_size=2, image_size=32, num_workers=1, channels_last=False, seed=0,
                              validate=True)
         dm.trainer = SimpleNamespace(world_size=world, global_rank=0, fit_loop=SimpleNamespace(
