@@ -60,6 +60,23 @@ def compose_cfg():
     return _compose
 
 
+@pytest.fixture
+def launcher_signals():
+    """The launcher's stop handlers (rn50/launcher/stop.py) for the test, as `python -m rn50` sets
+    them; the handlers before are put back afterwards."""
+    import signal
+
+    from rn50.launcher import stop
+    from rn50.stops import STOP_SIGNALS
+
+    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, stop._interrupted)
+    yield
+    for signum, handler in before.items():
+        signal.signal(signum, handler)
+
+
 @functools.lru_cache(maxsize=None)
 def _empty_store() -> Path:
     """An MLflow sqlite store with its schema made once for this machine and MLflow version, shared by

@@ -151,7 +151,8 @@ class ImageFolderData(pl.LightningDataModule):
         dataset = datasets.ImageFolder(self.root / "val", self.eval_transform, loader=load_rgb)
         mine = Subset(dataset, shard(len(dataset), self.trainer.global_rank, self.trainer.world_size))
         return DataLoader(mine, self.batch_size, shuffle=False, num_workers=self.num_workers,
-                          multiprocessing_context=worker_context(self.num_workers, self.trainer.world_size), pin_memory=self.trainer.strategy.root_device.type == "cuda", drop_last=False)
+                          multiprocessing_context=worker_context(self.num_workers, self.trainer.world_size),
+                          pin_memory=self.trainer.strategy.root_device.type == "cuda", drop_last=False)
 
     def on_after_batch_transfer(self, batch, dataloader_idx):
         images, labels = batch

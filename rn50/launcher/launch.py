@@ -100,7 +100,7 @@ def preflight(cfg: DictConfig, here: bool = True, options: Optional[Options] = N
     classes (set_num_classes). The run's options, built here once (unless handed in; cluster: its
     cluster option, where the caller built it), for the caller to hand on."""
     validate.check_declared(cfg)  # a key added with + that the schema does not know
-    options = options or Options.of(cfg, **({"cluster": cluster} if cluster is not None else {}))
+    options = options or Options.of(cfg, cluster=cluster)
     validate.validate(cfg, options)
     cfg.dist.accelerator = resolve_accelerator(cfg, here, cluster=options.cluster)  # normalisation
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu

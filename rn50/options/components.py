@@ -54,8 +54,9 @@ class Options:
 
     @classmethod
     def of(cls, cfg: DictConfig, **built: Any) -> "Options":
-        """Each group's option of cfg; `built`: those the caller built already (group=object)."""
-        return cls(**{group: built[group] if group in built else of(cfg, group) for group in GROUPS})
+        """Each group's option of cfg; `built`: those the caller built already (group=object; None
+        builds it here)."""
+        return cls(**{group: built[group] if built.get(group) is not None else of(cfg, group) for group in GROUPS})
 
 
 def of(cfg: DictConfig, group: str):

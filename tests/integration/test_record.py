@@ -10,20 +10,6 @@ import pytest
 from conftest import _empty_store, runs_in
 
 
-@pytest.fixture
-def launcher_signals():
-    """The launcher's stop handlers (rn50/launcher/stop.py), put back as they were afterwards."""
-    from rn50.launcher import stop
-    from rn50.stops import STOP_SIGNALS
-
-    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, stop._interrupted)
-    yield
-    for signum, handler in before.items():
-        signal.signal(signum, handler)
-
-
 def _stopped_while(monkeypatch, name):
     """Send SIGTERM to this process right after tracking.store.NAME returns: between the store's
     calls that make a run."""

@@ -11,17 +11,6 @@ from rn50.errors import Interrupted
 from rn50.launcher import stop
 
 
-@pytest.fixture
-def launcher_signals():
-    """The launcher's stop handlers (rn50/launcher/stop.py), put back as they were afterwards."""
-    before = {signum: signal.getsignal(signum) for signum in stops.STOP_SIGNALS}
-    for signum in stops.STOP_SIGNALS:
-        signal.signal(signum, stop._interrupted)
-    yield
-    for signum, handler in before.items():
-        signal.signal(signum, handler)
-
-
 def test_a_stop_in_the_block_waits_for_its_end(launcher_signals):
     caught, done = [], []
     with stops.held(caught):
