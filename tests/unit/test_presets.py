@@ -4,8 +4,9 @@ import pytest
 
 from rn50.config.compilation import check_cuda_graphs, compile_mode, normalise_cuda_graphs
 from rn50.errors import ConfigError
-from rn50.config.schema import Accelerator
+from rn50.config.schema import Accelerator, OptimName
 from rn50.point.validate import validate
+from rn50.recipe.optimizers import fused_default
 
 
 def on_gpu(cfg):
@@ -41,7 +42,11 @@ def test_mlperf_is_mlperfs_setting_where_pytorch_has_it(compose_cfg):
     assert (cfg.data.batch_size, cfg.data.image_size, cfg.precision.name) == (400, 224, "amp")
     assert cfg.model.arch.value == "resnet50" and cfg.model.channels_last
     assert cfg.model.compile and cfg.model.cuda_graphs
-    assert (cfg.optim.momentum, cfg.optim.weight_decay) == (0.9, 5e-05)
+    # LARS at its trust coefficient, momentum 0.9, weight decay 5e-5; label smoothing 0.1 for train=accuracy.
+    assert (cfg.optim.name, cfg.optim.lars_trust, cfg.optim.momentum, cfg.optim.weight_decay) == \
+        (OptimName.lars, 0.001, 0.9, 5e-05)
+    assert cfg.optim.lr == 1.0 and not fused_default(cfg.optim, "cuda")  # 1.0 learns the synthetic batch
+    assert cfg.train.label_smoothing == 0.1
 
 
 @pytest.mark.parametrize("before", [True, False])
