@@ -162,6 +162,7 @@ def probe_layer(cudnn, handle, L, args) -> dict:
             wb = F.pad(w, (0, 0, 0, 0, 0, c_pad - L["c"])).contiguous(memory_format=torch.channels_last)
         y_b = torch.empty_like(y_a)
         stats = torch.zeros(2, 1, L["k"], 1, 1, device=dev)  # sum, sum of squares: one buffer, one zero_
+        t_build = time.perf_counter()
         try:
             g, pack = fused_graph(cudnn, handle, xb, wb, sc_in, bi_in, y_b, stats, L, L["prologue"])
             break
@@ -170,7 +171,8 @@ def probe_layer(cudnn, handle, L, args) -> dict:
                        error=f"{type(e).__name__}: {str(e)[:300]}", c_padded=c_pad)
     else:
         return row
-    row.pop("error", None)
+    if c_pad != L["c"]:
+        row["unpadded_error"] = row.pop("error")
     row.update(status="ok", c_padded=c_pad if c_pad != L["c"] else None)
 
     # cudnn-frontend's autotune idiom: build plans one by one, time each, keep the fastest
@@ -190,6 +192,7 @@ def probe_layer(cudnn, handle, L, args) -> dict:
         return row
     _, best, row["plan"] = min(plans)
     row["plans_tried"] = len(plans)
+    row["build_s"] = round(time.perf_counter() - t_build, 1)  # graph, plans (runtime fusion compiles) and their timing
 
     def fused():
         g.execute_plan_at_index(pack, ws.data_ptr(), index=best, handle=handle)
@@ -247,7 +250,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--plans", type=int, default=4, help="cuDNN plans to build and time per graph (the fastest runs)")
+    ap.add_argument("--plans", type=int, default=3, help="cuDNN plans to build and time per graph (the fastest runs)")
     ap.add_argument("--layers", nargs="*", default=[], help="keep layers whose module names contain one of these")
     ap.add_argument("--dry-run", action="store_true", help="list the distinct convolutions and exit (no GPU)")
     args = ap.parse_args(argv)
