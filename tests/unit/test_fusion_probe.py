@@ -1,0 +1,73 @@
+"""benchmarks/fusion_probe.py's pure logic (issue 30): the convolutions it reads off torchvision's ResNet-50 and
+the finalize that turns genstats' sums into batch-norm statistics. The GPU part runs on a GPU only."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torchvision.models import resnet50
+
+_spec = importlib.util.spec_from_file_location(
+    "fusion_probe", Path(__file__).parents[2] / "benchmarks" / "fusion_probe.py")
+probe = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probe)
+
+
+@pytest.fixture(scope="module")
+def layers():
+    return probe.conv_layers(batch=256)
+
+
+def test_every_conv_of_resnet50_is_counted_once(layers):
+    with torch.device("meta"):
+        convs = [n for n, m in resnet50().named_modules() if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) == 53
+    assert sum(L["count"] for L in layers) == 53
+    assert sorted(n for L in layers for n in L["modules"]) == sorted(convs)
+    assert len(layers) == 24  # stem; layer1 5 distinct; layers 2-4 6 each (the first block's conv1/conv2 differ)
+
+
+def test_shapes_and_roles(layers):
+    by = {L["name"]: L for L in layers}
+    stem = by["conv1"]
+    assert (stem["c"], stem["k"], stem["r"], stem["stride"], stem["p"], stem["n"]) == (3, 64, 7, 2, 112, 256)
+    assert not stem["prologue"] and stem["relu_after"] and not stem["absorbed"]
+    down = by["layer2.0.conv2"]  # v1.5: the stride is in the 3x3
+    assert (down["c"], down["h"], down["stride"], down["p"], down["count"]) == (128, 56, 2, 28, 1)
+    assert by["layer3.1.conv2"]["count"] == 5 and by["layer3.0.conv3"]["count"] == 6
+    # conv3 and the downsample of layer1 share a shape but not a role: only conv3's input is a BN+ReLU output
+    assert by["layer1.0.conv3"]["prologue"] and not by["layer1.0.downsample.0"]["prologue"]
+    for L in layers:
+        assert L["prologue"] == (L["role"] in ("conv2", "conv3"))
+        assert L["absorbed"] == (L["role"] in ("conv1", "conv2"))
+    assert probe.conv_layers(batch=512)[0]["n"] == 512
+
+
+def test_finalize_equals_biased_var_mean():
+    torch.manual_seed(0)
+    y = torch.randn(8, 16, 5, 5) * 3 + 1.5
+    count = y.numel() // y.shape[1]
+    mean, var = probe.finalize(y.sum((0, 2, 3)), (y * y).sum((0, 2, 3)), count)
+    ref_var, ref_mean = torch.var_mean(y, dim=(0, 2, 3), unbiased=False)
+    torch.testing.assert_close(mean, ref_mean)
+    torch.testing.assert_close(var, ref_var, rtol=1e-4, atol=1e-5)
+    assert (probe.finalize(torch.ones(3), torch.full((3,), 1 - 1e-7), 1)[1] >= 0).all()  # cancellation clamped
+
+
+def test_scale_bias_reproduce_training_batch_norm():
+    torch.manual_seed(0)
+    y, gamma, beta = torch.randn(4, 6, 3, 3), torch.rand(6) + 0.5, torch.randn(6)
+    var, mean = torch.var_mean(y, dim=(0, 2, 3), unbiased=False)
+    scale, bias = probe.scale_bias(mean, var, gamma, beta)
+    ref = F.batch_norm(y, None, None, gamma, beta, training=True, eps=probe.EPS)
+    torch.testing.assert_close(y * scale.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_dry_run_lists_the_filtered_layers(capsys):
+    assert probe.main(["--dry-run", "--batch", "512", "--layers", "layer4"]) == 0
+    out, err = capsys.readouterr()
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert len(rows) == 6 and all(r["name"].startswith("layer4") and r["n"] == 512 for r in rows)
+    assert "6 distinct convolutions, 10 in all" in err
