@@ -64,12 +64,13 @@ class LARS(torch.optim.Optimizer):
     and biases: param_groups) are not adapted, as in MLPerf's reference implementations; a zero
     weight or gradient norm (a fresh layer) leaves a tensor's step as SGD's.
 
-    Multi-tensor, as MLPerf's LARS is: a ResNet-50 step (161 tensors) one tensor at a time took
-    1,416 kernels and 14 ms on an H100, 2,543 kernels and 29 ms under a loss scaler; this one takes
-    39 kernels and 2 ms (57 under a scaler), whatever the number of tensors. Each group's update is
+    Multi-tensor, as MLPerf's LARS is: one tensor at a time, a ResNet-50 step (161 tensors) takes
+    1,416 CUDA kernels, 2,543 under a loss scaler; this one 39 and 57, a sixth to a fourteenth of the time
+    (benchmarks/lars_step.py; docs/benchmarks.md). Each group's update is
     built in one flat buffer that holds a view of each parameter's shape and strides, so that
     torch._foreach_* ops (a launch or a few per list) and single kernels over the buffer do the
-    work. Two things need the buffer: a foreach op multiplies a list by one scalar or by tensors
+    work; a foreach kernel takes its tensors in chunks, so launches grow with the chunks, not with
+    each tensor. Two things need the buffer: a foreach op multiplies a list by one scalar or by tensors
     of the same shapes, not by a ratio per tensor (0-d tensors cost a launch each), and a skipped
     step must keep an overflow's NaN out of the weights, which no arithmetic does (0 * NaN is NaN),
     only a select such as masked_fill.
@@ -85,7 +86,6 @@ class LARS(torch.optim.Optimizer):
     def __init__(self, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
                  trust: float = 0.001, eps: float = 1e-9):
         super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, trust=trust, eps=eps))
-        self._owners: Dict[tuple, torch.Tensor] = {}  # the tensor each element of an update belongs to
         zero_momentum(self)
 
     def load_state_dict(self, state_dict) -> None:
@@ -119,7 +119,7 @@ class LARS(torch.optim.Optimizer):
         if decay:
             ratio = self._trust_ratios(group, params, update)  # from the gradient before weight decay
             torch._foreach_add_(update, params, alpha=decay)
-            self._scale(flat, update, ratio)
+            self._scale(group, flat, update, ratio)
         # A skipped step (found_inf > 0) changes nothing, and the host never reads found_inf.
         skip = None if found_inf is None else found_inf.to(flat.device) > 0
         if group["momentum"]:  # zero_momentum made the buffers
@@ -146,16 +146,21 @@ class LARS(torch.optim.Optimizer):
         ratio = group["trust"] * w_norm / (g_norm + group["weight_decay"] * w_norm + group["eps"])
         return torch.where((w_norm > 0) & (g_norm > 0), ratio, torch.ones_like(ratio))
 
-    def _scale(self, flat: torch.Tensor, update: List[torch.Tensor], ratio: torch.Tensor) -> None:
+    def _scale(self, group, flat: torch.Tensor, update: List[torch.Tensor], ratio: torch.Tensor) -> None:
         """Multiplies each tensor's update by its ratio. A foreach op multiplies a list by one scalar,
         or by tensors of the same shapes (by 0-d ones, a launch per tensor), so the ratios are
-        gathered into one buffer of the update's size and one multiplication does."""
+        gathered into one buffer of the update's size through a map from each element to its tensor,
+        and one multiplication does. The map is kept: repeat_interleave, which would rebuild it each
+        step, cost 2% more of experiment=mlperf's throughput on an H100 (docs/benchmarks.md)."""
         sizes = tuple(u.numel() for u in update)
-        key = (flat.device, sizes)
-        if key not in self._owners:  # made once, by fills that need no copy from the host (a sync)
-            self._owners[key] = torch.cat([torch.full((size,), i, dtype=torch.int32, device=flat.device)
-                                           for i, size in enumerate(sizes)])
-        flat.mul_(ratio.index_select(0, self._owners[key]))
+        # One map per group and device, made again only when the tensors with gradients change; made
+        # lazily, as a copied or unpickled optimizer keeps only its state and groups.
+        owners = self.__dict__.setdefault("_owners", {})
+        key = (next(i for i, g in enumerate(self.param_groups) if g is group), flat.device)
+        if key not in owners or owners[key][0] != sizes:  # fills, not a copy from the host (a sync)
+            owners[key] = sizes, torch.cat([torch.full((size,), i, dtype=torch.int32, device=flat.device)
+                                            for i, size in enumerate(sizes)])
+        flat.mul_(ratio.index_select(0, owners[key][1]))
 
 
 def _flat_like(params: List[torch.Tensor]):
