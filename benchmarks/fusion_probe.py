@@ -100,7 +100,7 @@ def gpu_ms(fn, iters: int, warmup: int):
     return start.elapsed_time(end) / iters, host_us
 
 
-def fused_graph(cudnn, handle, x, w, scale, bias, y, stats, L, prologue: bool):
+def fused_graph(cudnn, handle, x, w, scale, bias, y, stats, layer, prologue: bool):
     """scale+bias+ReLU (if prologue) -> conv_fprop -> genstats as one cuDNN graph; returns (graph, uids)."""
     d = cudnn.data_type
     g = cudnn.pygraph(io_data_type=d.HALF, intermediate_data_type=d.HALF, compute_data_type=d.FLOAT, handle=handle)
@@ -112,7 +112,7 @@ def fused_graph(cudnn, handle, x, w, scale, bias, y, stats, L, prologue: bool):
         T["B"] = g.tensor(name="B", dim=list(bias.shape), stride=list(bias.stride()), data_type=d.HALF)
         inp = g.relu(name="relu", input=g.bias(name="bias", input=g.scale(name="scale", input=X, scale=T["S"]),
                                               bias=T["B"]))
-    T["Y"] = g.conv_fprop(name="conv", image=inp, weight=W, padding=[L["pad"]] * 2, stride=[L["stride"]] * 2,
+    T["Y"] = g.conv_fprop(name="conv", image=inp, weight=W, padding=[layer["pad"]] * 2, stride=[layer["stride"]] * 2,
                           dilation=[1, 1])
     T["Y"].set_output(True).set_data_type(d.HALF).set_dim(list(y.shape)).set_stride(list(y.stride()))
     T["SUM"], T["SQ"] = g.genstats(name="genstats", input=T["Y"])
@@ -126,54 +126,56 @@ def fused_graph(cudnn, handle, x, w, scale, bias, y, stats, L, prologue: bool):
     return g, {T[k]: bufs[k].data_ptr() for k in T}  # raw pointers: as cudnn-frontend's own test does
 
 
-def probe_layer(cudnn, handle, L, args) -> dict:
-    dev, half, n = torch.device("cuda"), torch.float16, L["n"]
+def probe_layer(cudnn, handle, layer, args) -> dict:
+    dev, half, n = torch.device("cuda"), torch.float16, layer["n"]
     cl = dict(device=dev, dtype=half, memory_format=torch.channels_last)
     torch.manual_seed(0)
-    x = torch.randn(n, L["c"], L["h"], L["w"], device=dev).to(**cl)  # a previous raw conv output, or a block input
-    w = (torch.randn(L["k"], L["c"], L["r"], L["s"], device=dev) * (2 / (L["c"] * L["r"] * L["s"])) ** 0.5
+    x = torch.randn(n, layer["c"], layer["h"], layer["w"], device=dev).to(**cl)  # a previous raw conv output, or a block input
+    w = (torch.randn(layer["k"], layer["c"], layer["r"], layer["s"], device=dev) * (2 / (layer["c"] * layer["r"] * layer["s"])) ** 0.5
          ).to(**cl)
-    sc_in = (torch.rand(1, L["c"], 1, 1, device=dev) * 0.5 + 0.75).to(**cl)  # the previous BN's scale/bias
-    bi_in = (torch.randn(1, L["c"], 1, 1, device=dev) * 0.1).to(**cl)
-    gamma, beta = torch.ones(L["k"], device=dev), torch.zeros(L["k"], device=dev)
-    rm, rv = torch.zeros(L["k"], device=dev), torch.ones(L["k"], device=dev)
-    xa = torch.relu(x.float() * sc_in.float() + bi_in.float()).to(**cl) if L["prologue"] else x
-    conv = dict(stride=L["stride"], padding=L["pad"])
-    count = n * L["p"] * L["q"]
-    row = {k: L[k] for k in ("name", "role", "count", "n", "c", "h", "w", "k", "r", "s", "stride", "pad", "p", "q",
+    sc_in = (torch.rand(1, layer["c"], 1, 1, device=dev) * 0.5 + 0.75).to(**cl)  # the previous BN's scale/bias
+    bi_in = (torch.randn(1, layer["c"], 1, 1, device=dev) * 0.1).to(**cl)
+    gamma, beta = torch.ones(layer["k"], device=dev), torch.zeros(layer["k"], device=dev)
+    rm, rv = torch.zeros(layer["k"], device=dev), torch.ones(layer["k"], device=dev)
+    xa = torch.relu(x.float() * sc_in.float() + bi_in.float()).to(**cl) if layer["prologue"] else x
+    conv = dict(stride=layer["stride"], padding=layer["pad"])
+    count = n * layer["p"] * layer["q"]
+    row = {k: layer[k] for k in ("name", "role", "count", "n", "c", "h", "w", "k", "r", "s", "stride", "pad", "p", "q",
                              "prologue", "absorbed", "relu_after", "gflop")}
 
     def run_a():
         z = F.batch_norm(F.conv2d(xa, w, **conv), rm, rv, gamma, beta, training=True, momentum=MOMENTUM, eps=EPS)
-        return torch.relu_(z) if L["relu_after"] else z
+        return torch.relu_(z) if layer["relu_after"] else z
 
     row["a_ms"], row["a_host_us"] = gpu_ms(run_a, args.iters, args.warmup)
     row["a_conv_ms"], _ = gpu_ms(lambda: F.conv2d(xa, w, **conv), args.iters, args.warmup)
     y_a = F.conv2d(xa, w, **conv)
-    m_a, v_a = torch.zeros(L["k"], device=dev), torch.ones(L["k"], device=dev)
+    m_a, v_a = torch.zeros(layer["k"], device=dev), torch.ones(layer["k"], device=dev)
     F.batch_norm(y_a, m_a, v_a, gamma, beta, training=True, momentum=1.0, eps=EPS)  # momentum 1: the batch's own statistics
     v_a = v_a * (count - 1) / count  # running_var is unbiased; genstats gives the biased one
 
     # stem: 3 channels may be below what a fused engine takes; zero channels change no output (MLPerf pads to 4)
-    for c_pad in [L["c"]] + ([8] if L["c"] % 8 else []):
+    for c_pad in [layer["c"]] + ([8] if layer["c"] % 8 else []):
         xb, wb = x, w
-        if c_pad != L["c"]:
-            xb = F.pad(x, (0, 0, 0, 0, 0, c_pad - L["c"])).contiguous(memory_format=torch.channels_last)
-            wb = F.pad(w, (0, 0, 0, 0, 0, c_pad - L["c"])).contiguous(memory_format=torch.channels_last)
+        if c_pad != layer["c"]:
+            xb = F.pad(x, (0, 0, 0, 0, 0, c_pad - layer["c"])).contiguous(memory_format=torch.channels_last)
+            wb = F.pad(w, (0, 0, 0, 0, 0, c_pad - layer["c"])).contiguous(memory_format=torch.channels_last)
         y_b = torch.empty_like(y_a)
-        stats = torch.zeros(2, 1, L["k"], 1, 1, device=dev)  # sum, sum of squares: one buffer, one zero_
+        stats = torch.zeros(2, 1, layer["k"], 1, 1, device=dev)  # sum, sum of squares: one buffer, one zero_
         t_build = time.perf_counter()
         try:
-            g, pack = fused_graph(cudnn, handle, xb, wb, sc_in, bi_in, y_b, stats, L, L["prologue"])
+            g, pack = fused_graph(cudnn, handle, xb, wb, sc_in, bi_in, y_b, stats, layer, layer["prologue"])
             break
         except Exception as e:  # cudnnGraphNotSupportedError, or a build error: reported, not fatal
+            if "error" in row:  # the unpadded graph's error, kept beside the padded one's
+                row["unpadded_error"] = row["error"]
             row.update(status="unsupported" if isinstance(e, cudnn.cudnnGraphNotSupportedError) else "error",
                        error=f"{type(e).__name__}: {str(e)[:300]}", c_padded=c_pad)
     else:
         return row
-    if c_pad != L["c"]:
+    if c_pad != layer["c"]:
         row["unpadded_error"] = row.pop("error")
-    row.update(status="ok", c_padded=c_pad if c_pad != L["c"] else None)
+    row.update(status="ok", c_padded=c_pad if c_pad != layer["c"] else None)
 
     # cudnn-frontend's autotune idiom: build plans one by one, time each, keep the fastest
     plans, ws = [], torch.empty(0, device=dev, dtype=torch.uint8)
@@ -211,7 +213,7 @@ def probe_layer(cudnn, handle, L, args) -> dict:
         row[f"{what}_max_abs_err"] = round(err.max().item(), 6)
         row[f"{what}_ok"] = bool((err <= tol[what][0] + tol[what][1] * a.float().abs()).all())
     row["check_ok"] = row["y_ok"] and row["mean_ok"] and row["var_ok"]
-    sc_out, bi_out = torch.empty(1, L["k"], 1, 1, **cl), torch.empty(1, L["k"], 1, 1, **cl)
+    sc_out, bi_out = torch.empty(1, layer["k"], 1, 1, **cl), torch.empty(1, layer["k"], 1, 1, **cl)
     z = torch.empty_like(y_b)
 
     def fin():  # per channel: statistics, the next prologue's scale/bias, running statistics
@@ -224,7 +226,7 @@ def probe_layer(cudnn, handle, L, args) -> dict:
 
     def norm():  # this BN's output where no prologue takes it
         torch.addcmul(bi_out, y_b, sc_out, out=z)
-        if L["relu_after"]:
+        if layer["relu_after"]:
             torch.relu_(z)
 
     def run_b():
@@ -232,7 +234,7 @@ def probe_layer(cudnn, handle, L, args) -> dict:
             stats.zero_()
         fused()
         fin()
-        if not L["absorbed"]:
+        if not layer["absorbed"]:
             norm()
 
     row["b_ms"], row["b_host_us"] = gpu_ms(run_b, args.iters, args.warmup)
@@ -254,16 +256,16 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", nargs="*", default=[], help="keep layers whose module names contain one of these")
     ap.add_argument("--dry-run", action="store_true", help="list the distinct convolutions and exit (no GPU)")
     args = ap.parse_args(argv)
-    layers = [L for L in conv_layers(args.batch)
-              if not args.layers or any(t in m for t in args.layers for m in L["modules"])]
+    layers = [layer for layer in conv_layers(args.batch)
+              if not args.layers or any(t in m for t in args.layers for m in layer["modules"])]
     say = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
     if args.dry_run:
-        for L in layers:
-            say(f"{L['name']:<22} x{L['count']:<2} {L['role']:<10} N{L['n']} C{L['c']:<4} {L['h']}x{L['w']:<4} -> "
-                f"K{L['k']:<4} {L['r']}x{L['s']}/{L['stride']} {L['p']}x{L['q']:<4} prologue={L['prologue']:d} "
-                f"absorbed={L['absorbed']:d} {L['gflop']} GFLOP")
-            print(json.dumps({k: v for k, v in L.items() if k != "modules"}))
-        say(f"{len(layers)} distinct convolutions, {sum(L['count'] for L in layers)} in all")
+        for layer in layers:
+            say(f"{layer['name']:<22} x{layer['count']:<2} {layer['role']:<10} N{layer['n']} C{layer['c']:<4} {layer['h']}x{layer['w']:<4} -> "
+                f"K{layer['k']:<4} {layer['r']}x{layer['s']}/{layer['stride']} {layer['p']}x{layer['q']:<4} prologue={layer['prologue']:d} "
+                f"absorbed={layer['absorbed']:d} {layer['gflop']} GFLOP")
+            print(json.dumps({k: v for k, v in layer.items() if k != "modules"}))
+        say(f"{len(layers)} distinct convolutions, {sum(layer['count'] for layer in layers)} in all")
         return 0
 
     import cudnn  # nvidia-cudnn-frontend: imported only here, so --dry-run runs without it
@@ -276,11 +278,11 @@ def main(argv=None) -> int:
                gpu=torch.cuda.get_device_name(), batch=args.batch, iters=args.iters, warmup=args.warmup)
     say(json.dumps(env))
     rows = []
-    for L in layers:
+    for layer in layers:
         try:
-            row = probe_layer(cudnn, handle, L, args)
+            row = probe_layer(cudnn, handle, layer, args)
         except Exception as e:  # one layer's failure (out of memory, a torch error) does not end the probe
-            row = dict(name=L["name"], count=L["count"], status="error", error=f"{type(e).__name__}: {str(e)[:300]}")
+            row = dict(name=layer["name"], count=layer["count"], status="error", error=f"{type(e).__name__}: {str(e)[:300]}")
         rows.append(row)
         print(json.dumps(row), flush=True)
         if row["status"] != "ok":
@@ -294,7 +296,7 @@ def main(argv=None) -> int:
     tot = lambda k: round(sum(r[k] * r["count"] for r in ok), 3)  # noqa: E731
     summary = dict(
         summary=True, **env, layers=len(rows), layers_ok=len(ok), checks_ok=sum(r["check_ok"] for r in ok),
-        convs_covered=sum(r["count"] for r in ok), convs_in_net=sum(L["count"] for L in conv_layers(args.batch)),
+        convs_covered=sum(r["count"] for r in ok), convs_in_net=sum(layer["count"] for layer in conv_layers(args.batch)),
         a_total_ms=tot("a_ms"), b_total_ms=tot("b_ms"), b_finalize_total_ms=tot("b_finalize_ms"),
         a_conv_total_ms=tot("a_conv_ms"), b_fused_total_ms=tot("b_fused_ms"),
         a_includes="conv2d + F.batch_norm(training) + relu_ where the net has it right after the BN",
