@@ -99,17 +99,17 @@ class LARS(torch.optim.Optimizer):
                 loss = closure()
         # Set by GradScaler.step for optimizers that unscale themselves; absent without a scaler.
         grad_scale, found_inf = getattr(self, "grad_scale", None), getattr(self, "found_inf", None)
-        for group in self.param_groups:
+        for index, group in enumerate(self.param_groups):
             alike = defaultdict(list)  # foreach ops take tensors of one device and dtype
             for p in group["params"]:
                 if p.grad is not None:
                     alike[(p.device, p.dtype)].append(p)
-            for params in alike.values():
-                self._step(group, params, grad_scale, found_inf)
+            for (device, dtype), params in alike.items():
+                self._step((index, device, dtype), group, params, grad_scale, found_inf)
         return loss
 
-    def _step(self, group, params: List[torch.Tensor], grad_scale, found_inf) -> None:
-        """One parameter group's tensors of one device and dtype."""
+    def _step(self, key: tuple, group, params: List[torch.Tensor], grad_scale, found_inf) -> None:
+        """One parameter group's tensors of one device and dtype; key: (the group's index, device, dtype)."""
         flat, update = _flat_like(params)
         torch._foreach_copy_(update, [p.grad for p in params])  # p.grad itself stays as it was
         if grad_scale is not None:
@@ -118,7 +118,7 @@ class LARS(torch.optim.Optimizer):
         if decay:
             ratio = self._trust_ratios(group, params, update)  # from the gradient before weight decay
             torch._foreach_add_(update, params, alpha=decay)
-            self._scale(group, flat, update, ratio)
+            self._scale(key, flat, update, ratio)
         # A skipped step (found_inf > 0) changes nothing, and the host never reads found_inf.
         skip = None if found_inf is None else found_inf.to(flat.device) > 0
         if group["momentum"]:  # zero_momentum made the buffers
@@ -145,17 +145,16 @@ class LARS(torch.optim.Optimizer):
         ratio = group["trust"] * w_norm / (g_norm + group["weight_decay"] * w_norm + group["eps"])
         return torch.where((w_norm > 0) & (g_norm > 0), ratio, torch.ones_like(ratio))
 
-    def _scale(self, group, flat: torch.Tensor, update: List[torch.Tensor], ratio: torch.Tensor) -> None:
+    def _scale(self, key: tuple, flat: torch.Tensor, update: List[torch.Tensor], ratio: torch.Tensor) -> None:
         """Multiplies each tensor's update by its ratio. A foreach op multiplies a list by one scalar,
         or by tensors of the same shapes (by 0-d ones, a launch per tensor), so the ratios are
         gathered into one buffer of the update's size through a map from each element to its tensor,
         and one multiplication does. The map is kept: repeat_interleave, which would rebuild it each
         step, cost experiment=mlperf measurably more throughput (docs/benchmarks.md)."""
         sizes = tuple(u.numel() for u in update)
-        # One map per group and device, made again only when the tensors with gradients change; made
-        # lazily, as a copied or unpickled optimizer keeps only its state and groups.
+        # One map per group, device and dtype, made again only when the tensors with gradients
+        # change; made lazily, as a copied or unpickled optimizer keeps only its state and groups.
         owners = self.__dict__.setdefault("_owners", {})
-        key = (next(i for i, g in enumerate(self.param_groups) if g is group), flat.device)
         if key not in owners or owners[key][0] != sizes:  # fills, not a copy from the host (a sync)
             owners[key] = sizes, torch.cat([torch.full((size,), i, dtype=torch.int32, device=flat.device)
                                             for i, size in enumerate(sizes)])
