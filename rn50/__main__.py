@@ -31,12 +31,13 @@ def run(cfg: DictConfig) -> Optional[dict]:
     # sweep is one rank of a point: its error goes on to the launcher in its JobReturn.
     sweep = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
-        task = clusters.of(cfg).in_task()
+        cluster = clusters.of(cfg)  # built once here and handed on
     except ConfigError:  # a cluster that cannot be built: the checks say so, in one line
-        task = False
+        cluster = None
+    task = cluster is not None and cluster.in_task()
     with reported(exit=not sweep, reraise=task and sweep):
         parent = os.environ.get(PARENT_ENV)  # a job of a sweep: its parent run
-        return launcher.benchmark(cfg, parent, started=time.time() if parent else STARTED)
+        return launcher.benchmark(cfg, parent, started=time.time() if parent else STARTED, cluster=cluster)
 
 
 def main() -> None:

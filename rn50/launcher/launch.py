@@ -72,15 +72,16 @@ def falls_back(cfg: DictConfig) -> bool:
     return cfg.dist.accelerator == Accelerator.auto and cfg.dist.gpus_per_node == 1
 
 
-def for_this_host(cfg: DictConfig) -> DictConfig:
+def for_this_host(cfg: DictConfig, cluster) -> DictConfig:
     """The run as it goes on this host: with device=auto on a host without a GPU, composed again as
     device=cpu, the CPU profile (conf/device/cpu.yaml), with one line that says what it chose and
     why; otherwise cfg as it is. Composing again, rather than changing keys here, keeps Hydra's
     order: the command line's keys (and a preset's) win over the profile's, as with device=cpu typed.
 
     Only where rn50 starts the ranks on this host (cluster=local): a SLURM submission runs on other
-    hosts, and torchrun's and SLURM's ranks each compose the run they are given."""
-    if (cfg.device != Device.auto or not falls_back(cfg) or cfg.dist.nodes > 1 or clusters.of(cfg).rank_env
+    hosts, and torchrun's and SLURM's ranks each compose the run they are given. cluster: the run's
+    cluster option; the CPU profile leaves cfg.cluster as it is, so it stays the run's."""
+    if (cfg.device != Device.auto or not falls_back(cfg) or cfg.dist.nodes > 1 or cluster.rank_env
             or nvml.visible_gpu_count() > 0):
         return cfg
     hydra_cfg = HydraConfig.get()

@@ -36,14 +36,16 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout, above rn50/l
 log = logging.getLogger("rn50")
 
 
-def benchmark(cfg: DictConfig, parent: Optional[str], started: float) -> Optional[dict]:
+def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=None) -> Optional[dict]:
+    """cluster: the run's cluster option, where the caller built it (None: built here, where one that
+    cannot be built raises its one-line ConfigError)."""
     out = Path(HydraConfig.get().runtime.output_dir)
-    cfg = launch.for_this_host(cfg)  # device=auto on a host without a GPU: the CPU profile
+    cluster = clusters.of(cfg) if cluster is None else cluster  # the run's; the other options are built with it, in the checks below
+    cfg = launch.for_this_host(cfg, cluster)  # device=auto on a host without a GPU: the CPU profile
     name = schema.run_name(cfg)
     if cfg.dry_run:
         print(launch.dry_run(cfg, HydraConfig.get().overrides.task))
         return None
-    cluster = clusters.of(cfg)  # the run's; the other options are built with it, in the checks below
     if cluster.submits():  # SLURM, from a login node: one job for the run, waited on here
         submitted = slurm_jobs.submit_run(cfg, out, identity.config_hash(cfg), sys.argv[1:], cluster)
         return say_done(cfg, name, submitted, out, parent)
