@@ -36,6 +36,10 @@ if [ -z "$allowed" ]; then
   for name in $names; do allowed="$allowed,$name,$name:*"; done
 fi
 mkdir -p "$artifacts"
+# MLflow 3's server also starts a job runner for its GenAI features (evaluations, prompt optimization,
+# trace rollups): about eight huey consumer processes, each importing MLflow, that training runs never
+# use. Off unless the caller sets the variable.
+export MLFLOW_SERVER_ENABLE_JOB_EXECUTION="${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false}"
 # --serve-artifacts: clients upload through the server, so nodes need no access to the artifact path.
 exec mlflow server --host "$host" --port "$port" --backend-store-uri "$backend" \
   --artifacts-destination "$artifacts" --serve-artifacts --workers "$workers" --allowed-hosts "$allowed"

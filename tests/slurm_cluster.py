@@ -249,6 +249,9 @@ def _run_cluster(d: Path, net: Optional["netns.Network"] = None):
 def _serve_mlflow(daemons: _Daemons, net: "netns.Network", folder: Path) -> str:
     """launchers/mlflow_server.sh on the login host, bound to its address on the test network."""
     folder.mkdir()
+    from conftest import _empty_store  # here: conftest imports this module
+
+    shutil.copy(_empty_store(), folder / "mlflow.db")  # made once a session: a fresh schema takes the server seconds
     address = net.hosts["login"].address
     daemons.env = {**daemons.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{daemons.env['PATH']}"}
     daemons.start("mlflow", "--host", address, "--port", "5000", "--workers", "1",
@@ -260,5 +263,5 @@ def _serve_mlflow(daemons: _Daemons, net: "netns.Network", folder: Path) -> str:
     def answers() -> bool:
         return subprocess.run(net.argv("login", [sys.executable, "-c", probe]), capture_output=True).returncode == 0
 
-    daemons.wait_for("MLflow server", answers, timeout_s=180)  # its first start makes the store's schema
+    daemons.wait_for("MLflow server", answers, timeout_s=180)
     return uri

@@ -33,7 +33,7 @@ def test_a_hidden_module_is_named_with_its_fix(tmp_path):
 
 @pytest.mark.slow
 def test_a_server_is_written_to_and_cleaned_up(server):  # noqa: F811
-    uri, _ = server
+    uri, *_ = server
     check = doctor.check_tracking(uri)
     assert check == ("ok", "tracking", f"{uri}: answers; made and deleted a throw-away experiment and run")
     from mlflow.tracking import MlflowClient

@@ -1,6 +1,7 @@
 """launchers/mlflow_server.sh starts a real server that rn50 runs log to over http."""
 
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY, rn50
+from conftest import ROOT, TINY, _empty_store, rn50
 from rn50.tracking.store import MlflowClient
 
 pytestmark = pytest.mark.slow  # a real MLflow server
@@ -24,6 +25,7 @@ def free_port() -> int:
 @pytest.fixture
 def server(tmp_path):
     port = free_port()
+    shutil.copy(_empty_store(), tmp_path / "server.db")  # made once a session: a fresh schema takes the server seconds
     env = {**os.environ, "PATH": f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"}
     proc = subprocess.Popen(
         [str(ROOT / "launchers" / "mlflow_server.sh"), "--port", str(port), "--workers", "1",
@@ -39,13 +41,13 @@ def server(tmp_path):
             if proc.poll() is not None:
                 pytest.fail(f"mlflow server exited with {proc.returncode} before it answered /health")
             time.sleep(1)
-    yield uri, tmp_path
+    yield uri, tmp_path, proc.pid  # the pid is the server's session: start_new_session
     os.killpg(proc.pid, 15)
     proc.wait(timeout=30)
 
 
 def test_run_logs_to_a_tracking_server(server, tmp_path_factory):
-    uri, server_dir = server
+    uri, server_dir, session = server
     cwd = tmp_path_factory.mktemp("launch")
     proc = rn50(cwd, *TINY, f"mlflow.tracking_uri={uri}", fresh_store=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -55,3 +57,19 @@ def test_run_logs_to_a_tracking_server(server, tmp_path_factory):
     assert {"summary.json", "step_times.csv"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
     assert any((server_dir / "artifacts").rglob("summary.json"))  # uploaded through the server
     assert not (cwd / "mlflow.db").exists()
+    commands = session_commands(session)
+    assert any("mlflow server" in cmd for cmd in commands), commands  # the script's server, found
+    assert not [cmd for cmd in commands if "mlflow.server.jobs" in cmd]  # with MLflow's job runner off
+
+
+def session_commands(session: int) -> list:
+    """The command lines of the processes in a session, from /proc."""
+    commands = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp session
+            if int(fields[3]) == session:
+                commands.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
+            continue
+    return commands

@@ -64,7 +64,9 @@ def test_the_documented_link_shows_a_sweep_and_its_figures(tmp_path):
     # before the sweep, to start up while the sweep runs.
     command = shlex.split(tracking.ui_command(uri, port=port, cwd=str(tmp_path.parent)))
     assert command[:4] == ["mlflow", "ui", "--backend-store-uri", uri]
+    # Without MLflow's GenAI job runner (as launchers/mlflow_server.sh): its consumer processes only take CPU here.
     server = subprocess.Popen([sys.executable, "-m", *command, "--workers", "1"], cwd=tmp_path.parent,
+                              env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         sweep = rn50(tmp_path, "--multirun", *[a for a in TINY if not a.startswith(("data.batch_size", "bench.steps"))],
