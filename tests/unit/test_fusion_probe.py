@@ -2,6 +2,7 @@
 the finalize that turns genstats' sums into batch-norm statistics. The GPU part runs on a GPU only."""
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,42 @@ def test_dry_run_lists_the_filtered_layers(capsys):
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 6 and all(r["name"].startswith("layer4") and r["n"] == 512 for r in rows)
     assert "6 distinct convolutions, 10 in all" in err
+
+
+_bspec = importlib.util.spec_from_file_location(
+    "fusion_probe_backward", Path(__file__).parents[2] / "benchmarks" / "fusion_probe_backward.py")
+backward = importlib.util.module_from_spec(_bspec)
+sys.modules.setdefault("fusion_probe", probe)  # it imports its sibling, as a script run from benchmarks/ does
+_bspec.loader.exec_module(backward)
+
+
+def test_the_backward_probe_covers_the_32_convs_whose_input_is_a_bn_relu_output(capsys):
+    assert backward.main(["--dry-run"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 11 and sum(r["count"] for r in rows) == 32
+    assert {r["role"] for r in rows} == {"conv2", "conv3"} and all(r["prologue"] for r in rows)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_the_backward_probes_steps_give_autograds_gradients(stride):
+    """Fused B's steps as torch computes them (the graphs run on a GPU only): dgrad masked by the recomputed
+    BN output, the BN backward from it, and wgrad of the recomputed ReLU output give what autograd gives for
+    BN (training) -> ReLU -> conv."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, 6, 6, dtype=torch.float64) * 2 + 0.5
+    w, dy = torch.randn(16, 8, 3, 3, dtype=torch.float64) * 0.2, torch.randn(4, 16, 6 // stride, 6 // stride, dtype=torch.float64)
+    gamma, beta = torch.rand(8, dtype=torch.float64) + 0.5, torch.randn(8, dtype=torch.float64) * 0.1
+    leaves = [t.clone().requires_grad_() for t in (x, gamma, beta, w)]
+    out = F.conv2d(torch.relu(F.batch_norm(leaves[0], None, None, leaves[1], leaves[2], training=True,
+                                           eps=backward.EPS)), leaves[3], stride=stride, padding=1)
+    want = torch.autograd.grad(out, leaves, dy)
+
+    mean, var, invstd = backward.batch_stats(x)
+    s, b = probe.scale_bias(mean, var, gamma, beta)
+    scale, bias = s.view(1, 8, 1, 1), b.view(1, 8, 1, 1)
+    dz = backward.masked_dgrad(dy, x, w, scale, bias, stride, 1)
+    dx, dgamma, dbeta = backward.bn_backward(dz, x, gamma, mean.double(), invstd.double())
+    dw = torch.ops.aten.convolution_backward(dy, torch.relu(x * scale + bias), w, None, [stride] * 2, [1, 1], [1, 1],
+                                             False, [0, 0], 1, [False, True, False])[1]
+    for got, ref in zip((dx, dgamma, dbeta, dw), want):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,232 @@
+"""How much of ResNet-50's backward batch-norm traffic cuDNN's Python graph API can remove, per convolution (issue 30).
+
+The backward half of benchmarks/fusion_probe.py. It covers the 32 convolutions whose input is a batch norm's
+ReLU output (conv2 and conv3 of each bottleneck: `prologue` in fusion_probe.conv_layers): for each, the backward
+of [BN (training) -> ReLU -> conv] given the gradient dY at the conv's output, fp16, NHWC, on one CUDA GPU.
+  A, what autograd runs in an eager rn50 step: conv dgrad and wgrad, ReLU backward, BN backward (its two
+    per-channel sums and the apply pass), timed as torch.autograd.grad of that chain.
+  B, with the fusions cudnn-frontend's Python graph offers:
+    1. one graph: conv_dgrad -> relu_backward, the ReLU's input recomputed in the graph as x*scale+bias from the
+       BN's raw input x (nothing of the forward's ReLU output is kept) -> dz, written once;
+    2. the BN backward from dz in torch (aten.native_batch_norm_backward: the sums and the apply);
+    3. one graph: x*scale+bias -> ReLU as the prologue of conv_wgrad -> dW.
+The DgradDreluBNBwdWeight pattern that would also fold the BN's sums into step 1 (MLPerf's) is in cuDNN's C++
+graph API (dbn_weight) but not in its Python one, so B keeps them in torch. The other 21 convolutions (the stem,
+conv1 and the downsamples: their input is a residual add's ReLU or the max-pool) and the BNs before a residual add
+are the same work on both sides and left out. B's dx, dgamma, dbeta and dW are checked against A's.
+
+Usage: PYTHONPATH=. python3 benchmarks/fusion_probe_backward.py --batch 256 > probe_bwd.jsonl  (needs nvidia-cudnn-frontend)
+       PYTHONPATH=. python3 benchmarks/fusion_probe_backward.py --dry-run   (CPU: the layers it covers)
+"""
+import argparse
+import json
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from fusion_probe import EPS, conv_layers, gpu_ms, scale_bias
+
+REL_TOL = 1e-2  # |B-A| / |A| for each gradient, as norms
+
+
+def batch_stats(x: torch.Tensor):
+    """The forward's saved batch statistics of the BN's raw input x: mean and 1/sqrt(biased var + eps), fp32."""
+    mean, var = x.float().mean((0, 2, 3)), x.float().var((0, 2, 3), unbiased=False)
+    return mean, var, torch.rsqrt(var + EPS)
+
+
+def masked_dgrad(dy, x, w, scale, bias, stride: int, pad: int):
+    """What graph 1 computes, in torch: conv dgrad masked where the recomputed BN output x*scale+bias is > 0."""
+    z = x.float() * scale.float() + bias.float()
+    dgrad = torch.ops.aten.convolution_backward(dy, torch.relu(z).to(x.dtype), w, None, [stride] * 2, [pad] * 2, [1, 1],
+                                                False, [0, 0], 1, [True, False, False])[0]
+    return (dgrad * (z > 0)).to(x.dtype)
+
+
+def bn_backward(dz, x, gamma, mean, invstd):
+    """Step 2: the BN's backward from dz (its two per-channel sums and the apply) -> dx, dgamma, dbeta."""
+    return torch.ops.aten.native_batch_norm_backward(dz, x, gamma, None, None, mean, invstd, True, EPS,
+                                                     [True, True, True])
+
+
+def graph_of(cudnn, handle, build, bufs: dict, plans: int, dev):
+    """A cuDNN graph from build(g) -> {name: tensor}, its fastest of `plans` plans; returns (run, plan name)."""
+    d = cudnn.data_type
+    g = cudnn.pygraph(io_data_type=d.HALF, intermediate_data_type=d.FLOAT, compute_data_type=d.FLOAT, handle=handle)
+    T = build(g, d)
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.check_support()  # raises cudnnGraphNotSupportedError for a graph no engine runs
+    pack = {T[k]: bufs[k].data_ptr() for k in T}
+    timed, ws = [], torch.empty(0, device=dev, dtype=torch.uint8)
+    for i in range(min(plans, g.get_execution_plan_count())):
+        try:
+            g.build_plan_at_index(i)
+            size = g.get_workspace_size_plan_at_index(i)
+            ws = ws if ws.numel() >= size else torch.empty(size, device=dev, dtype=torch.uint8)
+            t, _ = gpu_ms(lambda: g.execute_plan_at_index(pack, ws.data_ptr(), index=i, handle=handle), 5, 2)
+            timed.append((t, i, g.get_plan_name_at_index(i)))
+        except Exception:  # a plan that does not build or run is skipped
+            continue
+    if not timed:
+        raise RuntimeError("no plan built")
+    _, best, name = min(timed)
+    return (lambda: g.execute_plan_at_index(pack, ws.data_ptr(), index=best, handle=handle)), name
+
+
+def probe_layer(cudnn, handle, layer, args) -> dict:
+    dev, half, n, c, k = torch.device("cuda"), torch.float16, layer["n"], layer["c"], layer["k"]
+    cl = dict(device=dev, dtype=half, memory_format=torch.channels_last)
+    conv = dict(stride=layer["stride"], padding=layer["pad"])
+    torch.manual_seed(0)
+    x = (torch.randn(n, c, layer["h"], layer["w"], device=dev) * 2 + 0.5).to(**cl)  # the BN's raw input
+    w = (torch.randn(k, c, layer["r"], layer["s"], device=dev) * (2 / (c * layer["r"] * layer["s"])) ** 0.5).to(**cl)
+    gamma, beta = torch.rand(c, device=dev) + 0.5, torch.randn(c, device=dev) * 0.1
+    dy = torch.randn(n, k, layer["p"], layer["q"], device=dev).to(**cl)
+    row = {key: layer[key] for key in ("name", "role", "count", "n", "c", "h", "w", "k", "r", "s", "stride", "p", "q")}
+
+    # A: the chain as autograd runs it; leaves that need their gradients, none accumulated (autograd.grad).
+    xa, ga, ba, wa = (t.detach().requires_grad_() for t in (x, gamma, beta, w))
+    out = F.conv2d(torch.relu(F.batch_norm(xa, None, None, ga, ba, training=True, eps=EPS)), wa, **conv)
+    grads_a = torch.autograd.grad(out, (xa, ga, ba, wa), dy, retain_graph=True)
+    row["a_ms"], row["a_host_us"] = gpu_ms(lambda: torch.autograd.grad(out, (xa, ga, ba, wa), dy, retain_graph=True),
+                                           args.iters, args.warmup)
+    row["a_conv_ms"], _ = gpu_ms(lambda: torch.ops.aten.convolution_backward(
+        dy, x, w, None, [layer["stride"]] * 2, [layer["pad"]] * 2, [1, 1], False, [0, 0], 1, [True, True, False]),
+        args.iters, args.warmup)
+
+    # B: the forward's saved batch statistics, as x*scale+bias for the graphs' recompute.
+    mean, var, invstd = batch_stats(x)
+    s, b = scale_bias(mean, var, gamma, beta)
+    scale, bias = s.view(1, c, 1, 1).to(**cl), b.view(1, c, 1, 1).to(**cl)
+    dz, dw = torch.empty_like(x), torch.empty_like(w)
+    bufs = dict(DY=dy, W=w, X=x, S=scale, B=bias, DZ=dz, DW=dw)
+    spec = lambda g, d, name: g.tensor(name=name, dim=list(bufs[name].shape), stride=list(bufs[name].stride()),  # noqa: E731
+                                       data_type=d.HALF)
+
+    def bn_relu_input(g, d, T):  # x*scale+bias: the BN's output, recomputed from its raw input
+        for name in ("X", "S", "B"):
+            T[name] = spec(g, d, name)
+        return g.bias(name="bias", input=g.scale(name="scale", input=T["X"], scale=T["S"]), bias=T["B"])
+
+    def dgrad_drelu(g, d):
+        T = {"DY": spec(g, d, "DY"), "W": spec(g, d, "W")}
+        dx = g.conv_dgrad(name="dgrad", loss=T["DY"], filter=T["W"], padding=[layer["pad"]] * 2,
+                          stride=[layer["stride"]] * 2, dilation=[1, 1])
+        dx.set_dim(list(x.shape)).set_stride(list(x.stride()))
+        T["DZ"] = g.relu_backward(name="drelu", loss=dx, input=bn_relu_input(g, d, T))
+        T["DZ"].set_output(True).set_data_type(d.HALF).set_dim(list(x.shape)).set_stride(list(x.stride()))
+        return T
+
+    def sbr_wgrad(g, d):
+        T = {"DY": spec(g, d, "DY")}
+        T["DW"] = g.conv_wgrad(name="wgrad", image=g.relu(name="relu", input=bn_relu_input(g, d, T)), loss=T["DY"],
+                               padding=[layer["pad"]] * 2, stride=[layer["stride"]] * 2, dilation=[1, 1])
+        T["DW"].set_output(True).set_data_type(d.HALF).set_dim(list(w.shape)).set_stride(list(w.stride()))
+        return T
+
+    t_build = time.perf_counter()
+    graphs = {}
+    for what, build in (("dgrad_drelu", dgrad_drelu), ("sbr_wgrad", sbr_wgrad)):
+        try:
+            graphs[what], row[f"{what}_plan"] = graph_of(cudnn, handle, build, bufs, args.plans, dev)
+        except Exception as e:  # cudnnGraphNotSupportedError or a build error: reported, not fatal
+            row[f"{what}_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    row["build_s"] = round(time.perf_counter() - t_build, 1)
+    if len(graphs) < 2:
+        row["status"] = "unsupported"
+        return row
+
+    def run_b():
+        graphs["dgrad_drelu"]()
+        grads = bn_backward(dz, x, gamma, mean, invstd)
+        graphs["sbr_wgrad"]()
+        return grads
+
+    dx_b, dg_b, db_b = run_b()
+    # Relative to the gradient's norm: each is a sum of up to n*p*q fp16 products, and a ReLU input within
+    # rounding of 0 may take the other side of the mask in the recompute, so single elements may differ.
+    for what, got, ref in (("dx", dx_b, grads_a[0]), ("dgamma", dg_b, grads_a[1]), ("dbeta", db_b, grads_a[2]),
+                           ("dw", dw, grads_a[3])):
+        got, ref = got.float(), ref.float()
+        row[f"{what}_rel_err"] = round(((got - ref).norm() / ref.norm()).item(), 6)
+        row[f"{what}_max_abs_err"], row[f"{what}_max_abs"] = round((got - ref).abs().max().item(), 4), round(
+            ref.abs().max().item(), 4)
+        row[f"{what}_ok"] = row[f"{what}_rel_err"] <= REL_TOL
+    row["check_ok"] = all(row[f"{what}_ok"] for what in ("dx", "dgamma", "dbeta", "dw"))
+    # Where a difference comes from: graph 1's dz against the same step in torch, and the ReLU inputs whose sign
+    # the recompute (fp16 scale and bias) sees otherwise than A's batch norm.
+    dz_t = masked_dgrad(dy, x, w, scale, bias, layer["stride"], layer["pad"])
+    row["dz_rel_err"] = round(((dz.float() - dz_t.float()).norm() / dz_t.float().norm()).item(), 6)
+    z_a = F.batch_norm(x, None, None, gamma, beta, training=True, eps=EPS)
+    row["mask_flips"] = int(((x.float() * scale.float() + bias.float() > 0) != (z_a > 0)).sum().item())
+    row["b_ms"], row["b_host_us"] = gpu_ms(run_b, args.iters, args.warmup)
+    row["b_dgrad_drelu_ms"], _ = gpu_ms(graphs["dgrad_drelu"], args.iters, args.warmup)
+    row["b_bn_backward_ms"], _ = gpu_ms(lambda: bn_backward(dz, x, gamma, mean, invstd), args.iters, args.warmup)
+    row["b_sbr_wgrad_ms"], _ = gpu_ms(graphs["sbr_wgrad"], args.iters, args.warmup)
+    for key in [key for key in row if key.endswith(("_ms", "_us"))]:
+        row[key] = round(row[key], 4)
+    row["b_over_a"], row["status"] = round(row["b_ms"] / row["a_ms"], 3), "ok"
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--plans", type=int, default=3, help="cuDNN plans to build and time per graph (the fastest runs)")
+    ap.add_argument("--dry-run", action="store_true", help="list the convolutions covered and exit (no GPU)")
+    args = ap.parse_args(argv)
+    layers = [layer for layer in conv_layers(args.batch) if layer["prologue"]]
+    say = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
+    if args.dry_run:
+        for layer in layers:
+            print(json.dumps({key: v for key, v in layer.items() if key != "modules"}))
+        say(f"{len(layers)} distinct convolutions with a BN+ReLU input, {sum(la['count'] for la in layers)} in all")
+        return 0
+
+    import cudnn  # nvidia-cudnn-frontend: imported only here, so --dry-run runs without it
+
+    torch.backends.cudnn.benchmark = True  # A gets torch's fastest cuDNN algorithms, as rn50 runs
+    handle = cudnn.create_handle()
+    cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+    env = dict(torch=torch.__version__, torch_cudnn=torch.backends.cudnn.version(),
+               cudnn_backend=cudnn.backend_version_string(), cudnn_frontend=cudnn.__version__,
+               gpu=torch.cuda.get_device_name(), batch=args.batch, iters=args.iters, warmup=args.warmup)
+    say(json.dumps(env))
+    rows = []
+    for layer in layers:
+        try:
+            row = probe_layer(cudnn, handle, layer, args)
+        except Exception as e:  # one layer's failure (out of memory, a torch error) does not end the probe
+            row = dict(name=layer["name"], count=layer["count"], status="error", error=f"{type(e).__name__}: {str(e)[:300]}")
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if row["status"] != "ok":
+            say(f"{row['name']:<22} x{row['count']:<2} {row['status'].upper()}: "
+                + "; ".join(str(v) for key, v in row.items() if key.endswith("error")))
+            continue
+        say(f"{row['name']:<22} x{row['count']:<2} A {row['a_ms']:.3f} ms (conv {row['a_conv_ms']:.3f})  B {row['b_ms']:.3f} "
+            f"ms (dgrad+drelu {row['b_dgrad_drelu_ms']:.3f}, BN bwd {row['b_bn_backward_ms']:.3f}, wgrad "
+            f"{row['b_sbr_wgrad_ms']:.3f})  B/A {row['b_over_a']:.2f}  check {'ok' if row['check_ok'] else 'FAILED'}")
+    ok = [r for r in rows if r["status"] == "ok"]
+    tot = lambda key: round(sum(r[key] * r["count"] for r in ok), 3)  # noqa: E731
+    summary = dict(summary=True, **env, layers=len(rows), layers_ok=len(ok), checks_ok=sum(r["check_ok"] for r in ok),
+                   convs_covered=sum(r["count"] for r in ok), a_total_ms=tot("a_ms"), b_total_ms=tot("b_ms"),
+                   a_conv_total_ms=tot("a_conv_ms"), b_dgrad_drelu_total_ms=tot("b_dgrad_drelu_ms"),
+                   b_bn_backward_total_ms=tot("b_bn_backward_ms"), b_sbr_wgrad_total_ms=tot("b_sbr_wgrad_ms"),
+                   tolerances=f"|B-A| / |A| <= {REL_TOL} (norms) for dx, dgamma, dbeta and dW")
+    summary["saving_ms_per_step"] = round(summary["a_total_ms"] - summary["b_total_ms"], 3)
+    print(json.dumps(summary), flush=True)
+    say(f"backward of BN->ReLU->conv, {summary['convs_covered']} convs weighted by count: A {summary['a_total_ms']} ms "
+        f"(conv alone {summary['a_conv_total_ms']}), B {summary['b_total_ms']} ms, saving {summary['saving_ms_per_step']} "
+        f"ms a step; checks ok {summary['checks_ok']}/{len(ok)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
