@@ -52,7 +52,8 @@ def bn_backward(dz, x, gamma, mean, invstd):
 
 
 def graph_of(cudnn, handle, build, bufs: dict, plans: int, dev):
-    """A cuDNN graph from build(g) -> {name: tensor}, its fastest of `plans` plans; returns (run, plan name)."""
+    """A cuDNN graph from build(g) -> {name: tensor}, the fastest of up to `plans` of its plans that build and run;
+    returns (run, plan name, plans timed, plans cuDNN offers)."""
     d = cudnn.data_type
     g = cudnn.pygraph(io_data_type=d.HALF, intermediate_data_type=d.FLOAT, compute_data_type=d.FLOAT, handle=handle)
     T = build(g, d)
@@ -62,7 +63,10 @@ def graph_of(cudnn, handle, build, bufs: dict, plans: int, dev):
     g.check_support()  # raises cudnnGraphNotSupportedError for a graph no engine runs
     pack = {T[k]: bufs[k].data_ptr() for k in T}
     timed, ws = [], torch.empty(0, device=dev, dtype=torch.uint8)
-    for i in range(min(plans, g.get_execution_plan_count())):
+    offered = g.get_execution_plan_count()
+    for i in range(offered):
+        if len(timed) == plans:
+            break
         try:
             g.build_plan_at_index(i)
             size = g.get_workspace_size_plan_at_index(i)
@@ -74,7 +78,7 @@ def graph_of(cudnn, handle, build, bufs: dict, plans: int, dev):
     if not timed:
         raise RuntimeError("no plan built")
     _, best, name = min(timed)
-    return (lambda: g.execute_plan_at_index(pack, ws.data_ptr(), index=best, handle=handle)), name
+    return (lambda: g.execute_plan_at_index(pack, ws.data_ptr(), index=best, handle=handle)), name, len(timed), offered
 
 
 def probe_layer(cudnn, handle, layer, args) -> dict:
@@ -132,7 +136,8 @@ def probe_layer(cudnn, handle, layer, args) -> dict:
     graphs = {}
     for what, build in (("dgrad_drelu", dgrad_drelu), ("sbr_wgrad", sbr_wgrad)):
         try:
-            graphs[what], row[f"{what}_plan"] = graph_of(cudnn, handle, build, bufs, args.plans, dev)
+            graphs[what], row[f"{what}_plan"], row[f"{what}_plans_timed"], row[f"{what}_plans_offered"] = graph_of(
+                cudnn, handle, build, bufs, args.plans, dev)
         except Exception as e:  # cudnnGraphNotSupportedError or a build error: reported, not fatal
             row[f"{what}_error"] = f"{type(e).__name__}: {str(e)[:300]}"
     row["build_s"] = round(time.perf_counter() - t_build, 1)

@@ -27,6 +27,7 @@ def server(tmp_path):
     port = free_port()
     shutil.copy(_empty_store(), tmp_path / "server.db")  # made once a session: a fresh schema takes the server seconds
     env = {**os.environ, "PATH": f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"}
+    env.pop("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", None)  # the script's own default, whatever this shell has
     proc = subprocess.Popen(
         [str(ROOT / "launchers" / "mlflow_server.sh"), "--port", str(port), "--workers", "1",
          "--backend", f"sqlite:///{tmp_path}/server.db", "--artifacts", str(tmp_path / "artifacts")],

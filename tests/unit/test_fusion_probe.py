@@ -77,8 +77,9 @@ def test_dry_run_lists_the_filtered_layers(capsys):
 _bspec = importlib.util.spec_from_file_location(
     "fusion_probe_backward", Path(__file__).parents[2] / "benchmarks" / "fusion_probe_backward.py")
 backward = importlib.util.module_from_spec(_bspec)
-sys.modules.setdefault("fusion_probe", probe)  # it imports its sibling, as a script run from benchmarks/ does
+sys.modules["fusion_probe"] = probe  # it imports its sibling, as a script run from benchmarks/ does
 _bspec.loader.exec_module(backward)
+del sys.modules["fusion_probe"]  # no module of that name left behind for other tests
 
 
 def test_the_backward_probe_covers_the_32_convs_whose_input_is_a_bn_relu_output(capsys):
