@@ -15,7 +15,7 @@ B's output y and its mean/var are checked against A's (F.batch_norm with momentu
 unbiased variance) with the tolerances printed. A graph cuDNN cannot run is reported, not fatal.
 Times are GPU times: a sleep kernel holds the GPU while the host queues the whole window, so host overhead
 (cudnn-frontend's Python execute, eager launches) is reported apart as host_us, not mixed into ms.
-Not measured: the backward fusions (dgrad+dReLU+dBN, wgrad with the prologue applied to its input).
+The backward fusions (dgrad+dReLU, wgrad with the prologue applied to its input) are benchmarks/fusion_probe_backward.py.
 
 Usage: PYTHONPATH=. python3 benchmarks/fusion_probe.py --batch 256 > probe.jsonl   (needs nvidia-cudnn-frontend)
        PYTHONPATH=. python3 benchmarks/fusion_probe.py --dry-run    (CPU: the distinct shapes, no cudnn import)
@@ -302,7 +302,7 @@ def main(argv=None) -> int:
         a_includes="conv2d + F.batch_norm(training) + relu_ where the net has it right after the BN",
         b_includes="fused prologue/conv/genstats graph (+ stats zeroing if genstats accumulates) + finalize "
                    "+ addcmul (and relu_ for the stem) where no next prologue takes the BN output",
-        not_measured="backward fusions; weight casts, add+ReLU, max-pool (the same on both sides)",
+        not_measured="backward (fusion_probe_backward.py); weight casts, add+ReLU, max-pool (the same on both sides)",
         tolerances="y, mean, var: |B-A| <= atol + rtol*|A| with (1e-2, 1e-2), (1e-3, 1e-2), (1e-3, 1e-2)")
     summary["saving_ms_per_step"] = round(summary["a_total_ms"] - summary["b_total_ms"], 3)
     summary["saving_without_finalize_ms"] = round(summary["saving_ms_per_step"] + summary["b_finalize_total_ms"], 3)
