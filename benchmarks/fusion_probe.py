@@ -247,18 +247,56 @@ def probe_layer(cudnn, handle, layer, args) -> dict:
     return row
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def cudnn_session(args):
+    """cudnn-frontend (imported here, so --dry-run runs without it), a handle on torch's current stream, and the
+    versions and settings a probe records."""
+    import cudnn
+
+    torch.backends.cudnn.benchmark = True  # A gets torch's fastest cuDNN algorithms, as rn50 runs
+    handle = cudnn.create_handle()
+    cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+    env = dict(torch=torch.__version__, torch_cudnn=torch.backends.cudnn.version(),
+               cudnn_backend=cudnn.backend_version_string(), cudnn_frontend=cudnn.__version__,
+               gpu=torch.cuda.get_device_name(), batch=args.batch, iters=args.iters, warmup=args.warmup)
+    return cudnn, handle, env
+
+
+def probe_each(layers, probe_layer, cudnn, handle, args, line, say) -> list:
+    """probe_layer on each layer: one JSON line each on stdout, and line(row) (or the errors) on stderr."""
+    rows = []
+    for layer in layers:
+        try:
+            row = probe_layer(cudnn, handle, layer, args)
+        except Exception as e:  # one layer's failure (out of memory, a torch error) does not end the probe
+            row = dict(name=layer["name"], count=layer["count"], status="error", error=f"{type(e).__name__}: {str(e)[:300]}")
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        errors = "; ".join(str(v) for k, v in row.items() if k.endswith("error"))
+        say(f"{row['name']:<22} x{row['count']:<2} " + (line(row) if row["status"] == "ok" else f"{row['status'].upper()}: {errors}"))
+    return rows
+
+
+def say(*words) -> None:
+    print(*words, file=sys.stderr, flush=True)
+
+
+def probe_parser(description: str) -> argparse.ArgumentParser:
+    """The options every probe takes."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--plans", type=int, default=3, help="cuDNN plans to build and time per graph (the fastest runs)")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = probe_parser(__doc__.split("\n")[0])
     ap.add_argument("--layers", nargs="*", default=[], help="keep layers whose module names contain one of these")
     ap.add_argument("--dry-run", action="store_true", help="list the distinct convolutions and exit (no GPU)")
     args = ap.parse_args(argv)
     layers = [layer for layer in conv_layers(args.batch)
               if not args.layers or any(t in m for t in args.layers for m in layer["modules"])]
-    say = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
     if args.dry_run:
         for layer in layers:
             say(f"{layer['name']:<22} x{layer['count']:<2} {layer['role']:<10} N{layer['n']} C{layer['c']:<4} {layer['h']}x{layer['w']:<4} -> "
@@ -268,30 +306,16 @@ def main(argv=None) -> int:
         say(f"{len(layers)} distinct convolutions, {sum(layer['count'] for layer in layers)} in all")
         return 0
 
-    import cudnn  # nvidia-cudnn-frontend: imported only here, so --dry-run runs without it
-
-    torch.backends.cudnn.benchmark = True  # A gets torch's fastest cuDNN algorithm, as rn50 runs
-    handle = cudnn.create_handle()
-    cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
-    env = dict(torch=torch.__version__, torch_cudnn=torch.backends.cudnn.version(),
-               cudnn_backend=cudnn.backend_version_string(), cudnn_frontend=cudnn.__version__,
-               gpu=torch.cuda.get_device_name(), batch=args.batch, iters=args.iters, warmup=args.warmup)
+    cudnn, handle, env = cudnn_session(args)
     say(json.dumps(env))
-    rows = []
-    for layer in layers:
-        try:
-            row = probe_layer(cudnn, handle, layer, args)
-        except Exception as e:  # one layer's failure (out of memory, a torch error) does not end the probe
-            row = dict(name=layer["name"], count=layer["count"], status="error", error=f"{type(e).__name__}: {str(e)[:300]}")
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        if row["status"] != "ok":
-            say(f"{row['name']:<22} x{row['count']:<2} {row['status'].upper()}: {row['error']}")
-            continue
-        say(f"{row['name']:<22} x{row['count']:<2} A {row['a_ms']:.3f} ms (conv {row['a_conv_ms']:.3f})  "
-            f"B {row['b_ms']:.3f} ms (fused {row['b_fused_ms']:.3f}, finalize {row['b_finalize_ms']:.3f})  "
-            f"B/A {row['b_over_a']:.2f}  check {'ok' if row['check_ok'] else 'FAILED'} (y err "
-            f"{row['y_max_abs_err']:.2g}, mean {row['mean_max_abs_err']:.2g}, var {row['var_max_abs_err']:.2g})")
+
+    def line(row):
+        return (f"A {row['a_ms']:.3f} ms (conv {row['a_conv_ms']:.3f})  B {row['b_ms']:.3f} ms (fused "
+                f"{row['b_fused_ms']:.3f}, finalize {row['b_finalize_ms']:.3f})  B/A {row['b_over_a']:.2f}  check "
+                f"{'ok' if row['check_ok'] else 'FAILED'} (y err {row['y_max_abs_err']:.2g}, mean "
+                f"{row['mean_max_abs_err']:.2g}, var {row['var_max_abs_err']:.2g})")
+
+    rows = probe_each(layers, probe_layer, cudnn, handle, args, line, say)
     ok = [r for r in rows if r["status"] == "ok"]
     tot = lambda k: round(sum(r[k] * r["count"] for r in ok), 3)  # noqa: E731
     summary = dict(

@@ -18,7 +18,6 @@ are the same work on both sides and left out. B's dx, dgamma, dbeta and dW are c
 Usage: PYTHONPATH=. python3 benchmarks/fusion_probe_backward.py --batch 256 > probe_bwd.jsonl  (needs nvidia-cudnn-frontend)
        PYTHONPATH=. python3 benchmarks/fusion_probe_backward.py --dry-run   (CPU: the layers it covers)
 """
-import argparse
 import json
 import sys
 import time
@@ -26,7 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from fusion_probe import EPS, conv_layers, gpu_ms, scale_bias
+from fusion_probe import EPS, conv_layers, cudnn_session, gpu_ms, probe_each, probe_parser, say, scale_bias
 
 REL_TOL = 1e-2  # |B-A| / |A| for each gradient, as norms
 
@@ -179,45 +178,25 @@ def probe_layer(cudnn, handle, layer, args) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--plans", type=int, default=3, help="cuDNN plans to build and time per graph (the fastest runs)")
+    ap = probe_parser(__doc__.split("\n")[0])
     ap.add_argument("--dry-run", action="store_true", help="list the convolutions covered and exit (no GPU)")
     args = ap.parse_args(argv)
     layers = [layer for layer in conv_layers(args.batch) if layer["prologue"]]
-    say = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
     if args.dry_run:
         for layer in layers:
             print(json.dumps({key: v for key, v in layer.items() if key != "modules"}))
         say(f"{len(layers)} distinct convolutions with a BN+ReLU input, {sum(la['count'] for la in layers)} in all")
         return 0
 
-    import cudnn  # nvidia-cudnn-frontend: imported only here, so --dry-run runs without it
-
-    torch.backends.cudnn.benchmark = True  # A gets torch's fastest cuDNN algorithms, as rn50 runs
-    handle = cudnn.create_handle()
-    cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
-    env = dict(torch=torch.__version__, torch_cudnn=torch.backends.cudnn.version(),
-               cudnn_backend=cudnn.backend_version_string(), cudnn_frontend=cudnn.__version__,
-               gpu=torch.cuda.get_device_name(), batch=args.batch, iters=args.iters, warmup=args.warmup)
+    cudnn, handle, env = cudnn_session(args)
     say(json.dumps(env))
-    rows = []
-    for layer in layers:
-        try:
-            row = probe_layer(cudnn, handle, layer, args)
-        except Exception as e:  # one layer's failure (out of memory, a torch error) does not end the probe
-            row = dict(name=layer["name"], count=layer["count"], status="error", error=f"{type(e).__name__}: {str(e)[:300]}")
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        if row["status"] != "ok":
-            say(f"{row['name']:<22} x{row['count']:<2} {row['status'].upper()}: "
-                + "; ".join(str(v) for key, v in row.items() if key.endswith("error")))
-            continue
-        say(f"{row['name']:<22} x{row['count']:<2} A {row['a_ms']:.3f} ms (conv {row['a_conv_ms']:.3f})  B {row['b_ms']:.3f} "
-            f"ms (dgrad+drelu {row['b_dgrad_drelu_ms']:.3f}, BN bwd {row['b_bn_backward_ms']:.3f}, wgrad "
-            f"{row['b_sbr_wgrad_ms']:.3f})  B/A {row['b_over_a']:.2f}  check {'ok' if row['check_ok'] else 'FAILED'}")
+
+    def line(row):
+        return (f"A {row['a_ms']:.3f} ms (conv {row['a_conv_ms']:.3f})  B {row['b_ms']:.3f} ms (dgrad+drelu "
+                f"{row['b_dgrad_drelu_ms']:.3f}, BN bwd {row['b_bn_backward_ms']:.3f}, wgrad {row['b_sbr_wgrad_ms']:.3f})  "
+                f"B/A {row['b_over_a']:.2f}  check {'ok' if row['check_ok'] else 'FAILED'}")
+
+    rows = probe_each(layers, probe_layer, cudnn, handle, args, line, say)
     ok = [r for r in rows if r["status"] == "ok"]
     tot = lambda key: round(sum(r[key] * r["count"] for r in ok), 3)  # noqa: E731
     summary = dict(summary=True, **env, layers=len(rows), layers_ok=len(ok), checks_ok=sum(r["check_ok"] for r in ok),
