@@ -174,8 +174,9 @@ def run_rank_here(cfg: DictConfig, out: Path, options: Options) -> Optional[list
     return here.run_rank_here(cfg, out, options)
 
 
-def dry_run(cfg: DictConfig, overrides) -> str:
-    """What dry_run=true prints, after the checks that can be made from this host."""
-    options = Options.of(cfg)
+def dry_run(cfg: DictConfig, overrides, cluster=None) -> str:
+    """What dry_run=true prints, after the checks that can be made from this host. cluster: the run's
+    cluster option, where the caller built it."""
+    options = Options.of(cfg, cluster=cluster)
     preflight(cfg, here=options.cluster.rank_env is None, options=options)
     return options.cluster.dry_run(cfg, list(overrides))  # a SLURM --multirun's jobs print from hydra_plugins/

@@ -44,7 +44,7 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
     cfg = launch.for_this_host(cfg, cluster)  # device=auto on a host without a GPU: the CPU profile
     name = schema.run_name(cfg)
     if cfg.dry_run:
-        print(launch.dry_run(cfg, HydraConfig.get().overrides.task))
+        print(launch.dry_run(cfg, HydraConfig.get().overrides.task, cluster))
         return None
     if cluster.submits():  # SLURM, from a login node: one job for the run, waited on here
         submitted = slurm_jobs.submit_run(cfg, out, identity.config_hash(cfg), sys.argv[1:], cluster)
