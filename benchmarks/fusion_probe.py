@@ -126,6 +126,28 @@ def fused_graph(cudnn, handle, x, w, scale, bias, y, stats, layer, prologue: boo
     return g, {T[k]: bufs[k].data_ptr() for k in T}  # raw pointers: as cudnn-frontend's own test does
 
 
+def fastest_plan(cudnn, handle, g, pack: dict, plans: int, dev):
+    """cudnn-frontend's autotune idiom: build the first `plans` of the graph's plans one by one, time each, keep the
+    fastest. Returns (run it, its name, plans timed, plans cuDNN offers, errors of those that did not build or run);
+    run is None where none did."""
+    timed, errors, ws = [], [], torch.empty(0, device=dev, dtype=torch.uint8)
+    offered = g.get_execution_plan_count()
+    for i in range(min(plans, offered)):
+        try:
+            g.build_plan_at_index(i)
+            size = g.get_workspace_size_plan_at_index(i)
+            ws = ws if ws.numel() >= size else torch.empty(size, device=dev, dtype=torch.uint8)
+            t, _ = gpu_ms(lambda: g.execute_plan_at_index(pack, ws.data_ptr(), index=i, handle=handle), 5, 2)
+        except Exception as e:  # a plan that does not build or run is skipped
+            errors.append(f"{i}: {type(e).__name__}: {str(e)[:120]}")
+            continue
+        timed.append((t, i, g.get_plan_name_at_index(i)))
+    if not timed:
+        return None, None, 0, offered, errors
+    _, best, name = min(timed)
+    return (lambda: g.execute_plan_at_index(pack, ws.data_ptr(), index=best, handle=handle)), name, len(timed), offered, errors
+
+
 def probe_layer(cudnn, handle, layer, args) -> dict:
     dev, half, n = torch.device("cuda"), torch.float16, layer["n"]
     cl = dict(device=dev, dtype=half, memory_format=torch.channels_last)
@@ -177,27 +199,14 @@ def probe_layer(cudnn, handle, layer, args) -> dict:
         row["unpadded_error"] = row.pop("error")
     row.update(status="ok", c_padded=c_pad if c_pad != layer["c"] else None)
 
-    # cudnn-frontend's autotune idiom: build plans one by one, time each, keep the fastest
-    plans, ws = [], torch.empty(0, device=dev, dtype=torch.uint8)
-    for i in range(min(args.plans, g.get_execution_plan_count())):
-        try:
-            g.build_plan_at_index(i)
-            size = g.get_workspace_size_plan_at_index(i)
-            ws = ws if ws.numel() >= size else torch.empty(size, device=dev, dtype=torch.uint8)
-            t, _ = gpu_ms(lambda: g.execute_plan_at_index(pack, ws.data_ptr(), index=i, handle=handle), 5, 2)
-        except Exception as e:  # a plan that does not build or run is skipped
-            row.setdefault("plan_errors", []).append(f"{i}: {type(e).__name__}: {str(e)[:120]}")
-            continue
-        plans.append((t, i, g.get_plan_name_at_index(i)))
-    if not plans:
+    fused, plan, tried, _, errors = fastest_plan(cudnn, handle, g, pack, args.plans, dev)
+    if errors:
+        row["plan_errors"] = errors
+    if fused is None:
         row.update(status="unsupported", error="no plan built")
         return row
-    _, best, row["plan"] = min(plans)
-    row["plans_tried"] = len(plans)
+    row["plan"], row["plans_tried"] = plan, tried
     row["build_s"] = round(time.perf_counter() - t_build, 1)  # graph, plans (runtime fusion compiles) and their timing
-
-    def fused():
-        g.execute_plan_at_index(pack, ws.data_ptr(), index=best, handle=handle)
 
     stats.zero_()
     fused()

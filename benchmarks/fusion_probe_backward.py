@@ -25,7 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from fusion_probe import EPS, conv_layers, cudnn_session, gpu_ms, probe_each, probe_parser, say, scale_bias
+from fusion_probe import EPS, conv_layers, cudnn_session, fastest_plan, gpu_ms, probe_each, probe_parser, say, scale_bias
 
 REL_TOL = 1e-2  # |B-A| / |A| for each gradient, as norms
 
@@ -51,8 +51,8 @@ def bn_backward(dz, x, gamma, mean, invstd):
 
 
 def graph_of(cudnn, handle, build, bufs: dict, plans: int, dev):
-    """A cuDNN graph from build(g) -> {name: tensor}, the fastest of up to `plans` of its plans that build and run;
-    returns (run, plan name, plans timed, plans cuDNN offers)."""
+    """A cuDNN graph from build(g) -> {name: tensor}, run by the fastest of its first `plans` plans; returns (run,
+    plan name, plans timed, plans cuDNN offers, errors of plans that did not build or run)."""
     d = cudnn.data_type
     g = cudnn.pygraph(io_data_type=d.HALF, intermediate_data_type=d.FLOAT, compute_data_type=d.FLOAT, handle=handle)
     T = build(g, d)
@@ -60,24 +60,10 @@ def graph_of(cudnn, handle, build, bufs: dict, plans: int, dev):
     g.build_operation_graph()
     g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     g.check_support()  # raises cudnnGraphNotSupportedError for a graph no engine runs
-    pack = {T[k]: bufs[k].data_ptr() for k in T}
-    timed, ws = [], torch.empty(0, device=dev, dtype=torch.uint8)
-    offered = g.get_execution_plan_count()
-    for i in range(offered):
-        if len(timed) == plans:
-            break
-        try:
-            g.build_plan_at_index(i)
-            size = g.get_workspace_size_plan_at_index(i)
-            ws = ws if ws.numel() >= size else torch.empty(size, device=dev, dtype=torch.uint8)
-            t, _ = gpu_ms(lambda: g.execute_plan_at_index(pack, ws.data_ptr(), index=i, handle=handle), 5, 2)
-            timed.append((t, i, g.get_plan_name_at_index(i)))
-        except Exception:  # a plan that does not build or run is skipped
-            continue
-    if not timed:
-        raise RuntimeError("no plan built")
-    _, best, name = min(timed)
-    return (lambda: g.execute_plan_at_index(pack, ws.data_ptr(), index=best, handle=handle)), name, len(timed), offered
+    found = fastest_plan(cudnn, handle, g, {T[k]: bufs[k].data_ptr() for k in T}, plans, dev)
+    if found[0] is None:
+        raise RuntimeError(f"no plan built: {found[4]}")
+    return found
 
 
 def probe_layer(cudnn, handle, layer, args) -> dict:
@@ -135,8 +121,10 @@ def probe_layer(cudnn, handle, layer, args) -> dict:
     graphs = {}
     for what, build in (("dgrad_drelu", dgrad_drelu), ("sbr_wgrad", sbr_wgrad)):
         try:
-            graphs[what], row[f"{what}_plan"], row[f"{what}_plans_timed"], row[f"{what}_plans_offered"] = graph_of(
-                cudnn, handle, build, bufs, args.plans, dev)
+            graphs[what], row[f"{what}_plan"], row[f"{what}_plans_timed"], row[f"{what}_plans_offered"], errors = \
+                graph_of(cudnn, handle, build, bufs, args.plans, dev)
+            if errors:
+                row[f"{what}_plan_errors"] = errors
         except Exception as e:  # cudnnGraphNotSupportedError or a build error: reported, not fatal
             row[f"{what}_error"] = f"{type(e).__name__}: {str(e)[:300]}"
     row["build_s"] = round(time.perf_counter() - t_build, 1)
