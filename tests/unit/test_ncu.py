@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from rn50.options.components import Options
 from rn50.profiling import ncu
 from rn50.errors import ConfigError, RunFailed
 from rn50.config.schema import Accelerator
@@ -121,3 +122,15 @@ def test_ncu_not_on_path_names_the_key(compose_cfg, tmp_path, monkeypatch):
         ncu.preflight(compose_cfg(["profiler=ncu"]))
     assert str(info.value).startswith("profiler=ncu needs Nsight Compute's ncu, not found as 'ncu' on PATH;")
     assert "profiler.executable=/path/to/ncu" in str(info.value)
+
+
+def test_ncu_refuses_ranks_that_another_starter_starts(compose_cfg):
+    """The profiler's preflight reads the cluster option the launcher built: under torchrun, ncu
+    cannot start the one process it profiles."""
+    cfg = compose_cfg(["profiler=ncu", f"profiler.executable={sys.executable}", "cluster=torchrun",
+                       "dist.accelerator=gpu"])
+    options = Options.of(cfg)
+    with pytest.raises(ConfigError, match="cluster=torchrun: profiler=ncu starts its one process under ncu"):
+        options.profiler.preflight(cfg, options.cluster)
+    local = compose_cfg(["profiler=ncu", f"profiler.executable={sys.executable}", "dist.accelerator=gpu"])
+    Options.of(local).profiler.preflight(local, Options.of(local).cluster)  # the local cluster: accepted
