@@ -77,8 +77,12 @@ def test_dry_run_lists_the_filtered_layers(capsys):
 _bspec = importlib.util.spec_from_file_location(
     "fusion_probe_backward", Path(__file__).parents[2] / "benchmarks" / "fusion_probe_backward.py")
 backward = importlib.util.module_from_spec(_bspec)
-sys.modules["fusion_probe"] = probe  # it imports its sibling, as a script run from benchmarks/ does
+_tspec = importlib.util.spec_from_file_location(
+    "triton_conv_probe", Path(__file__).parents[2] / "benchmarks" / "triton_conv_probe.py")
+triton_probe = importlib.util.module_from_spec(_tspec)
+sys.modules["fusion_probe"] = probe  # they import their sibling, as a script run from benchmarks/ does
 _bspec.loader.exec_module(backward)
+_tspec.loader.exec_module(triton_probe)
 del sys.modules["fusion_probe"]  # no module of that name left behind for other tests
 
 
@@ -112,3 +116,30 @@ def test_the_backward_probes_steps_give_autograds_gradients(stride):
                                              False, [0, 0], 1, [False, True, False])[1]
     for got, ref in zip((dx, dgamma, dbeta, dw), want):
         torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_the_triton_probe_covers_every_conv_and_its_sums_are_batch_norms_statistics(capsys):
+    assert triton_probe.main(["--dry-run"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 24 and sum(r["count"] for r in rows) == 53
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 8, 6, 6, dtype=torch.float64), torch.randn(16, 8, 3, 3, dtype=torch.float64)
+    y, s, sq = triton_probe.conv_stats(x, w, 2, 1)
+    mean, var = probe.finalize(s, sq, y.numel() // 16)
+    ref_var, ref_mean = torch.var_mean(F.conv2d(x, w, None, 2, 1), dim=(0, 2, 3), unbiased=False)
+    # The sums are fp32, as on the GPU, and E[y^2] - E[y]^2 cancels: fp32's tolerance, not fp64's.
+    torch.testing.assert_close(mean.double(), ref_mean, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(var.double(), ref_var, rtol=1e-4, atol=1e-5)
+
+
+def test_the_triton_probe_reads_the_kernels_inductor_generated():
+    # Lines as inductor's CUDA wrapper code has them: a template conv with a reduction after it, and aten's conv.
+    code = ("triton_tem_fused_convolution_0 = async_compile.triton('triton_tem_fused_convolution_0', ...)\n"
+            "triton_red_fused_convolution_mul_sum_1 = async_compile.triton('triton_red_fused_convolution_mul_sum_1', ...)\n"
+            "buf0 = extern_kernels.convolution(arg0_1, arg1_1, stride=(1, 1))")
+    found = triton_probe.kernels(code)
+    assert found["tem"] == ["triton_tem_fused_convolution_0"]
+    assert found["red"] == ["triton_red_fused_convolution_mul_sum_1"] and found["per"] == found["poi"] == []
+    assert found["aten_conv"]
+    template_only = "# Original ATen: [aten.convolution]\ntriton_tem_fused_convolution_0 = async_compile.triton(...)"
+    assert not triton_probe.kernels(template_only)["aten_conv"]  # a comment names aten's op whatever runs it
