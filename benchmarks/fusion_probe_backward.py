@@ -11,16 +11,23 @@ of [BN (training) -> ReLU -> conv] given the gradient dY at the conv's output, f
     2. the BN backward from dz in torch (aten.native_batch_norm_backward: the sums and the apply);
     3. one graph: x*scale+bias -> ReLU as the prologue of conv_wgrad -> dW.
 The DgradDreluBNBwdWeight pattern that would also fold the BN's sums into step 1 (MLPerf's) is in cuDNN's C++
-graph API (dbn_weight) but not in its Python one, so B keeps them in torch. The other 21 convolutions (the stem,
+graph API (dbn_weight) but not in its Python one, so B keeps them in torch.
+  C (--dbn), that pattern through benchmarks/cudnn_dbn.cpp, built here as a torch extension:
+    1. one graph: conv_dgrad -> relu_backward (the ReLU's input recomputed with fp32 scale and bias) -> dz, and
+       dbn_weight over dz and x: dgamma, dbeta and the coefficients of dx;
+    2. dx = eq_scale_dy * dz + eq_scale_x * x + eq_bias, one pointwise kernel (torch.compile);
+    3. B's graph 3. The other 21 convolutions (the stem,
 conv1 and the downsamples: their input is a residual add's ReLU or the max-pool) and the BNs before a residual add
 are the same work on both sides and left out. B's dx, dgamma, dbeta and dW are checked against A's.
 
 Usage: PYTHONPATH=. python3 benchmarks/fusion_probe_backward.py --batch 256 > probe_bwd.jsonl  (needs nvidia-cudnn-frontend)
+       PYTHONPATH=. python3 benchmarks/fusion_probe_backward.py --batch 256 --dbn   (and a C++ compiler)
        PYTHONPATH=. python3 benchmarks/fusion_probe_backward.py --dry-run   (CPU: the layers it covers)
 """
 import json
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +55,30 @@ def bn_backward(dz, x, gamma, mean, invstd):
     """Step 2: the BN's backward from dz (its two per-channel sums and the apply) -> dx, dgamma, dbeta."""
     return torch.ops.aten.native_batch_norm_backward(dz, x, gamma, None, None, mean, invstd, True, EPS,
                                                      [True, True, True])
+
+
+def dbn_extension(cudnn):
+    """benchmarks/cudnn_dbn.cpp built as a torch extension (C++ only, no nvcc), against the headers of the installed
+    cudnn-frontend package and the cuDNN and CUDA runtime wheels that torch runs on; cached by torch after the first
+    build (about a minute)."""
+    from torch.utils.cpp_extension import CUDA_HOME, load
+
+    import nvidia.cu13
+    import nvidia.cudnn
+
+    frontend = Path(cudnn.__file__).resolve().parent.parent / "include"  # the wheel's include/, beside the package
+    cu13, cudnn_dir = (Path(list(m.__path__)[0]) for m in (nvidia.cu13, nvidia.cudnn))
+    # CUDA's headers: the toolkit's where there is one (the runtime wheel lacks crt/), else the wheels' own.
+    cuda_include = Path(CUDA_HOME or "/nonexistent") / "include"
+    cuda_include = cuda_include if (cuda_include / "crt" / "host_defines.h").exists() else cu13 / "include"
+    torch_lib = Path(torch.__file__).parent / "lib"
+    libs = [(cudnn_dir / "lib", "libcudnn.so.9"), (cu13 / "lib", "libcudart.so.13"),  # the ones torch runs on
+            (cu13 / "lib", "libnvrtc.so.13")]  # cudnn-frontend compiles some of its kernels at run time
+    return load(name="rn50_cudnn_dbn", sources=[str(Path(__file__).with_name("cudnn_dbn.cpp"))],
+                extra_include_paths=[str(frontend), str(cudnn_dir / "include"), str(cuda_include)],
+                extra_cflags=["-O2"],
+                extra_ldflags=[f"-L{torch_lib}", "-ltorch_cuda", "-lc10_cuda"]
+                + [flag for d, lib in libs for flag in (f"-L{d}", f"-l:{lib}", f"-Wl,-rpath,{d}")])
 
 
 def graph_of(cudnn, handle, build, bufs: dict, plans: int, dev):
@@ -162,14 +193,68 @@ def probe_layer(cudnn, handle, layer, args) -> dict:
     for key in [key for key in row if key.endswith(("_ms", "_us"))]:
         row[key] = round(row[key], 4)
     row["b_over_a"], row["status"] = round(row["b_ms"] / row["a_ms"], 3), "ok"
+    if args.dbn:
+        try:
+            probe_dbn(row, layer, args, dict(dy=dy, w=w, x=x, gamma=gamma, mean=mean, invstd=invstd, s=s, b=b,
+                                             z_a=z_a, grads_a=grads_a, wgrad=graphs["sbr_wgrad"]))
+        except Exception as e:  # unsupported on this GPU or cuDNN: reported, and B's row stands
+            row["c_error"] = f"{type(e).__name__}: {str(e)[-600:]}"  # cuDNN's reason comes last
     return row
+
+
+def apply_dx(dz, x, eq_dy, eq_x, eq_bias):
+    """The BN's dx from dbn_weight's coefficients (C's step 2): compiled, one pointwise kernel."""
+    return (dz.float() * eq_dy + x.float() * eq_x + eq_bias).to(dz.dtype)
+
+
+def probe_dbn(row: dict, layer, args, t: dict) -> None:
+    """C: the DgradDreluBNBwdWeight graph (benchmarks/cudnn_dbn.cpp), the dx pass, and B's wgrad graph."""
+    c = layer["c"]
+    dims = [layer[key] for key in ("n", "c", "h", "w", "k", "r", "s", "p", "q", "stride", "pad")]
+    # Which parts of the pattern an engine takes here (cudnn_dbn.cpp's support): "ok" or cuDNN's reason.
+    row["c_support"] = {name: DBN.support(v, *dims)[-600:] or "ok" for v, name in enumerate(DBN_VARIANTS)}  # the reason ends it
+    per_channel = lambda v: v.float().reshape(1, c, 1, 1).contiguous()  # noqa: E731
+    scale, bias, mean, invstd, gamma = (per_channel(t[k]) for k in ("s", "b", "mean", "invstd", "gamma"))
+    t_build = time.perf_counter()
+    graph = DBN.DgradDreluDbn(*dims, True)
+    row["c_plans_offered"] = graph.plans()
+    run_graph = lambda: graph.run(t["dy"], t["w"], t["x"], scale, bias, mean, invstd, gamma)  # noqa: E731
+    dz, dgamma, dbeta, eq_dy, eq_x, eq_bias = run_graph()  # the first run picks the fastest plan
+    row["c_build_s"] = round(time.perf_counter() - t_build, 1)
+
+    def run_c():
+        dz, dgamma, dbeta, eq_dy, eq_x, eq_bias = run_graph()
+        dx = APPLY_DX(dz, t["x"], eq_dy, eq_x, eq_bias)
+        t["wgrad"]()
+        return dx, dgamma, dbeta
+
+    dx, dgamma, dbeta = run_c()
+    for what, got, ref in (("dx", dx, t["grads_a"][0]), ("dgamma", dgamma.view(-1), t["grads_a"][1]),
+                           ("dbeta", dbeta.view(-1), t["grads_a"][2])):
+        got, ref = got.float(), ref.float()
+        row[f"c_{what}_rel_err"] = round(((got - ref).norm() / ref.norm()).item(), 6)
+    row["c_check_ok"] = all(row[f"c_{what}_rel_err"] <= REL_TOL for what in ("dx", "dgamma", "dbeta"))
+    row["c_mask_flips"] = int(((t["x"].float() * scale + bias > 0) != (t["z_a"] > 0)).sum().item())
+    row["c_ms"], row["c_host_us"] = gpu_ms(run_c, args.iters, args.warmup)
+    row["c_graph_ms"], _ = gpu_ms(run_graph, args.iters, args.warmup)
+    row["c_apply_dx_ms"], _ = gpu_ms(lambda: APPLY_DX(dz, t["x"], eq_dy, eq_x, eq_bias), args.iters, args.warmup)
+    for key in ("c_ms", "c_host_us", "c_graph_ms", "c_apply_dx_ms"):
+        row[key] = round(row[key], 4)
+    row["c_over_a"] = round(row["c_ms"] / row["a_ms"], 3)
+
+
+DBN = APPLY_DX = None  # set by main with --dbn: the built extension and the compiled dx pass
+DBN_VARIANTS = ("dgrad_drelu_recompute_dbn", "dgrad_drelu_dbn", "dgrad_dbn", "dbn")  # cudnn_dbn.cpp's support()
 
 
 def main(argv=None) -> int:
     ap = probe_parser(__doc__.split("\n")[0])
     ap.add_argument("--dry-run", action="store_true", help="list the convolutions covered and exit (no GPU)")
+    ap.add_argument("--dbn", action="store_true", help="also C: dbn_weight through benchmarks/cudnn_dbn.cpp")
+    ap.add_argument("--layers", nargs="*", default=[], help="keep layers whose module names contain one of these")
     args = ap.parse_args(argv)
-    layers = [layer for layer in conv_layers(args.batch) if layer["prologue"]]
+    layers = [layer for layer in conv_layers(args.batch) if layer["prologue"]
+              and (not args.layers or any(t in m for t in args.layers for m in layer["modules"]))]
     if args.dry_run:
         for layer in layers:
             print(json.dumps({key: v for key, v in layer.items() if key != "modules"}))
@@ -177,12 +262,21 @@ def main(argv=None) -> int:
         return 0
 
     cudnn, handle, env = cudnn_session(args)
+    if args.dbn:
+        global DBN, APPLY_DX
+        t0 = time.perf_counter()
+        DBN, APPLY_DX = dbn_extension(cudnn), torch.compile(apply_dx, dynamic=False)
+        env.update(dbn_extension_build_s=round(time.perf_counter() - t0, 1), dbn_cudnn=DBN.cudnn_version())
     say(json.dumps(env))
 
     def line(row):
+        c = (f"  C {row['c_ms']:.3f} ms (graph {row['c_graph_ms']:.3f}, dx {row['c_apply_dx_ms']:.3f}) C/A "
+             f"{row['c_over_a']:.2f} check {'ok' if row['c_check_ok'] else 'FAILED'}" if "c_ms" in row else
+             f"  C: {row['c_error'][:120]}" if "c_error" in row else "")
         return (f"A {row['a_ms']:.3f} ms (conv {row['a_conv_ms']:.3f})  B {row['b_ms']:.3f} ms (dgrad+drelu "
                 f"{row['b_dgrad_drelu_ms']:.3f}, BN bwd {row['b_bn_backward_ms']:.3f}, wgrad {row['b_sbr_wgrad_ms']:.3f})  "
-                f"B/A {row['b_over_a']:.2f}  check {'ok' if row['check_ok'] else 'FAILED'}")
+                f"B/A {row['b_over_a']:.2f}  check {'ok' if row['check_ok'] else 'FAILED'}" + c
+                + "".join(f"  {k}:{'ok' if v == 'ok' else 'no'}" for k, v in row.get("c_support", {}).items()))
 
     rows = probe_each(layers, probe_layer, cudnn, handle, args, line, say)
     ok = [r for r in rows if r["status"] == "ok"]
@@ -193,10 +287,23 @@ def main(argv=None) -> int:
                    b_bn_backward_total_ms=tot("b_bn_backward_ms"), b_sbr_wgrad_total_ms=tot("b_sbr_wgrad_ms"),
                    tolerances=f"|B-A| / |A| <= {REL_TOL} (norms) for dx, dgamma, dbeta and dW")
     summary["saving_ms_per_step"] = round(summary["a_total_ms"] - summary["b_total_ms"], 3)
+    with_c = [r for r in ok if "c_ms" in r]
+    if args.dbn:  # C over the layers where its graph ran, beside A and B over the same layers
+        tot_c = lambda key: round(sum(r[key] * r["count"] for r in with_c), 3)  # noqa: E731
+        summary.update(c_layers=len(with_c), c_checks_ok=sum(r["c_check_ok"] for r in with_c),
+                       c_convs=sum(r["count"] for r in with_c), c_a_total_ms=tot_c("a_ms"), c_b_total_ms=tot_c("b_ms"),
+                       c_total_ms=tot_c("c_ms"), c_graph_total_ms=tot_c("c_graph_ms"),
+                       c_apply_dx_total_ms=tot_c("c_apply_dx_ms"), c_wgrad_total_ms=tot_c("b_sbr_wgrad_ms"),
+                       c_saving_ms_per_step=round(tot_c("a_ms") - tot_c("c_ms"), 3))
     print(json.dumps(summary), flush=True)
     say(f"backward of BN->ReLU->conv, {summary['convs_covered']} convs weighted by count: A {summary['a_total_ms']} ms "
         f"(conv alone {summary['a_conv_total_ms']}), B {summary['b_total_ms']} ms, saving {summary['saving_ms_per_step']} "
         f"ms a step; checks ok {summary['checks_ok']}/{len(ok)}")
+    if args.dbn:
+        say(f"C (dbn_weight) on {summary['c_layers']} layers, {summary['c_convs']} convs: A {summary['c_a_total_ms']} ms, "
+            f"B {summary['c_b_total_ms']} ms, C {summary['c_total_ms']} ms (graph {summary['c_graph_total_ms']}, dx "
+            f"{summary['c_apply_dx_total_ms']}, wgrad {summary['c_wgrad_total_ms']}); checks ok "
+            f"{summary['c_checks_ok']}/{summary['c_layers']}")
     return 0
 
 

@@ -143,3 +143,22 @@ def test_the_triton_probe_reads_the_kernels_inductor_generated():
     assert found["aten_conv"]
     template_only = "# Original ATen: [aten.convolution]\ntriton_tem_fused_convolution_0 = async_compile.triton(...)"
     assert not triton_probe.kernels(template_only)["aten_conv"]  # a comment names aten's op whatever runs it
+
+
+def test_c_s_dx_pass_with_dbn_weights_coefficients_is_batch_norms_backward():
+    """C's step 2 (the graph runs on a GPU only): dbn_weight's outputs as cuDNN defines them, from dz, x and the
+    saved statistics, give aten's BN backward through apply_dx."""
+    torch.manual_seed(0)
+    x, dz = torch.randn(4, 8, 5, 5, dtype=torch.float64) * 2 + 0.5, torch.randn(4, 8, 5, 5, dtype=torch.float64)
+    gamma = torch.rand(8, dtype=torch.float64) + 0.5
+    mean, _, invstd = backward.batch_stats(x)
+    mean, invstd, count = mean.double(), invstd.double(), x.numel() // 8
+    c = lambda v: v.view(1, 8, 1, 1)  # noqa: E731
+    dgamma, dbeta = (dz * (x - c(mean)) * c(invstd)).sum((0, 2, 3)), dz.sum((0, 2, 3))
+    eq_dy = gamma * invstd
+    eq_x = -gamma * invstd ** 2 * dgamma / count
+    eq_bias = gamma * invstd * (mean * invstd * dgamma - dbeta) / count
+    dx = backward.apply_dx(dz, x, c(eq_dy), c(eq_x), c(eq_bias))
+    want = backward.bn_backward(dz, x, gamma, mean, invstd)
+    torch.testing.assert_close(dx, want[0], rtol=1e-5, atol=1e-6)  # apply_dx computes in fp32, as on the GPU
+    torch.testing.assert_close((dgamma, dbeta), (want[1], want[2]))
