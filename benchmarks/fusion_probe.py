@@ -296,24 +296,35 @@ def probe_parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--plans", type=int, default=3, help="cuDNN plans to build and time per graph (the fastest runs)")
+    ap.add_argument("--layers", nargs="*", default=[], help="keep layers whose module names contain one of these")
+    ap.add_argument("--dry-run", action="store_true", help="list the convolutions it would probe and exit (no GPU)")
     return ap
 
 
+def layers_of(args, keep=lambda layer: True) -> list:
+    """The probe's convolutions at --batch: those keep(layer) takes and, with --layers, whose modules match one."""
+    return [layer for layer in conv_layers(args.batch) if keep(layer)
+            and (not args.layers or any(t in m for t in args.layers for m in layer["modules"]))]
+
+
+def list_layers(layers, what: str = "distinct convolutions", describe=None) -> int:
+    """--dry-run: each layer as a JSON line on stdout (describe(layer), if given, as a line on stderr), then the count."""
+    for layer in layers:
+        if describe:
+            say(describe(layer))
+        print(json.dumps({key: v for key, v in layer.items() if key != "modules"}))
+    say(f"{len(layers)} {what}, {sum(layer['count'] for layer in layers)} in all")
+    return 0
+
+
 def main(argv=None) -> int:
-    ap = probe_parser(__doc__.split("\n")[0])
-    ap.add_argument("--layers", nargs="*", default=[], help="keep layers whose module names contain one of these")
-    ap.add_argument("--dry-run", action="store_true", help="list the distinct convolutions and exit (no GPU)")
-    args = ap.parse_args(argv)
-    layers = [layer for layer in conv_layers(args.batch)
-              if not args.layers or any(t in m for t in args.layers for m in layer["modules"])]
+    args = probe_parser(__doc__.split("\n")[0]).parse_args(argv)
+    layers = layers_of(args)
     if args.dry_run:
-        for layer in layers:
-            say(f"{layer['name']:<22} x{layer['count']:<2} {layer['role']:<10} N{layer['n']} C{layer['c']:<4} {layer['h']}x{layer['w']:<4} -> "
-                f"K{layer['k']:<4} {layer['r']}x{layer['s']}/{layer['stride']} {layer['p']}x{layer['q']:<4} prologue={layer['prologue']:d} "
-                f"absorbed={layer['absorbed']:d} {layer['gflop']} GFLOP")
-            print(json.dumps({k: v for k, v in layer.items() if k != "modules"}))
-        say(f"{len(layers)} distinct convolutions, {sum(layer['count'] for layer in layers)} in all")
-        return 0
+        return list_layers(layers, describe=lambda layer: (
+            f"{layer['name']:<22} x{layer['count']:<2} {layer['role']:<10} N{layer['n']} C{layer['c']:<4} {layer['h']}x{layer['w']:<4} -> "
+            f"K{layer['k']:<4} {layer['r']}x{layer['s']}/{layer['stride']} {layer['p']}x{layer['q']:<4} prologue={layer['prologue']:d} "
+            f"absorbed={layer['absorbed']:d} {layer['gflop']} GFLOP"))
 
     cudnn, handle, env = cudnn_session(args)
     say(json.dumps(env))

@@ -32,7 +32,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from fusion_probe import EPS, conv_layers, cudnn_session, fastest_plan, gpu_ms, probe_each, probe_parser, say, scale_bias
+from fusion_probe import (EPS, cudnn_session, fastest_plan, gpu_ms, layers_of, list_layers, probe_each, probe_parser, say,
+                          scale_bias)
 
 REL_TOL = 1e-2  # |B-A| / |A| for each gradient, as norms
 
@@ -249,17 +250,11 @@ DBN_VARIANTS = ("dgrad_drelu_recompute_dbn", "dgrad_drelu_dbn", "dgrad_dbn", "db
 
 def main(argv=None) -> int:
     ap = probe_parser(__doc__.split("\n")[0])
-    ap.add_argument("--dry-run", action="store_true", help="list the convolutions covered and exit (no GPU)")
     ap.add_argument("--dbn", action="store_true", help="also C: dbn_weight through benchmarks/cudnn_dbn.cpp")
-    ap.add_argument("--layers", nargs="*", default=[], help="keep layers whose module names contain one of these")
     args = ap.parse_args(argv)
-    layers = [layer for layer in conv_layers(args.batch) if layer["prologue"]
-              and (not args.layers or any(t in m for t in args.layers for m in layer["modules"]))]
+    layers = layers_of(args, keep=lambda layer: layer["prologue"])
     if args.dry_run:
-        for layer in layers:
-            print(json.dumps({key: v for key, v in layer.items() if key != "modules"}))
-        say(f"{len(layers)} distinct convolutions with a BN+ReLU input, {sum(la['count'] for la in layers)} in all")
-        return 0
+        return list_layers(layers, "distinct convolutions with a BN+ReLU input")
 
     cudnn, handle, env = cudnn_session(args)
     if args.dbn:

@@ -22,7 +22,7 @@ import re
 import torch
 import torch.nn.functional as F
 
-from fusion_probe import conv_layers, gpu_ms, probe_each, probe_parser, say
+from fusion_probe import gpu_ms, layers_of, list_layers, probe_each, probe_parser, say
 
 TRITON_ONLY = {"max_autotune": True, "max_autotune_conv_backends": "TRITON"}
 
@@ -118,17 +118,10 @@ def summary(rows: list) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = probe_parser(__doc__.split("\n")[0])
-    ap.add_argument("--layers", nargs="*", default=[], help="keep layers whose module names contain one of these")
-    ap.add_argument("--dry-run", action="store_true", help="list the distinct convolutions and exit (no GPU)")
-    args = ap.parse_args(argv)
-    layers = [layer for layer in conv_layers(args.batch)
-              if not args.layers or any(t in m for t in args.layers for m in layer["modules"])]
+    args = probe_parser(__doc__.split("\n")[0]).parse_args(argv)
+    layers = layers_of(args)
     if args.dry_run:
-        for layer in layers:
-            print(json.dumps({key: v for key, v in layer.items() if key != "modules"}))
-        say(f"{len(layers)} distinct convolutions, {sum(layer['count'] for layer in layers)} in all")
-        return 0
+        return list_layers(layers)
     import triton
 
     torch.backends.cudnn.benchmark = True
