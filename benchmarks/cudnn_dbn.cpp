@@ -6,7 +6,7 @@
 //      BN's dx = eq_scale_dy * dZ + eq_scale_x * X + eq_bias (one pointwise pass after the graph).
 // The BN's two per-channel sums over dZ are what dbn_weight folds into the dgrad graph.
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cudnn/Handle.h>
 #include <cudnn_frontend.h>
 
 namespace fe = cudnn_frontend;
@@ -21,12 +21,17 @@ using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
 namespace {
 
 cudnnHandle_t handle_on_current_stream() {
-    static cudnnHandle_t handle = nullptr;
-    if (handle == nullptr) {
-        TORCH_CHECK(cudnnCreate(&handle) == CUDNN_STATUS_SUCCESS, "cudnnCreate failed");
-    }
-    cudnnSetStream(handle, at::cuda::getCurrentCUDAStream().stream());
-    return handle;
+    return at::native::getCudnnHandle();  // torch's own: this device's and thread's, on torch's current stream
+}
+
+// Heuristic modes for the plans, the same where a graph is only asked whether it builds (support) and where it runs.
+std::vector<fe::HeurMode_t> const MODES{fe::HeurMode_t::A, fe::HeurMode_t::B, fe::HeurMode_t::FALLBACK};
+
+void check_input(at::Tensor const& t, char const* name, at::ScalarType type, bool nhwc) {
+    TORCH_CHECK(t.is_cuda() && t.scalar_type() == type, name, ": a CUDA tensor of ", type, " is needed, not ",
+                t.device(), " ", t.scalar_type());
+    TORCH_CHECK(nhwc ? t.is_contiguous(at::MemoryFormat::ChannelsLast) : t.is_contiguous(), name, " must be ",
+                nhwc ? "channels_last" : "contiguous");
 }
 
 std::vector<int64_t> nhwc(std::vector<int64_t> const& d) {  // strides of an NCHW-indexed, NHWC-stored tensor
@@ -73,7 +78,7 @@ class DgradDreluDbn {
         auto handle = handle_on_current_stream();
         FE_CHECK(graph_.validate());
         FE_CHECK(graph_.build_operation_graph(handle));
-        FE_CHECK(graph_.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}));
+        FE_CHECK(graph_.create_execution_plans(MODES));
         FE_CHECK(graph_.check_support(handle));
         FE_CHECK(graph_.build_plans(handle, autotune ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE));
         plans_ = graph_.get_execution_plan_count();
@@ -83,6 +88,13 @@ class DgradDreluDbn {
     // first call with autotune picks the fastest plan that built (cudnn-frontend's Graph::autotune).
     std::vector<at::Tensor> run(at::Tensor dy, at::Tensor w, at::Tensor x, at::Tensor scale, at::Tensor bias,
                                 at::Tensor mean, at::Tensor inv_std, at::Tensor gamma) {
+        for (auto const& [t, name] : {std::pair{dy, "dy"}, {w, "w"}, {x, "x"}}) {
+            check_input(t, name, at::kHalf, true);
+        }
+        for (auto const& [t, name] : {std::pair{scale, "scale"}, {bias, "bias"}, {mean, "mean"}, {inv_std, "inv_std"},
+                                      {gamma, "gamma"}}) {
+            check_input(t, name, at::kFloat, false);
+        }
         auto dz = at::empty_like(x);
         auto per_channel = [&] { return at::empty({1, x.size(1), 1, 1}, x.options().dtype(at::kFloat)); };
         std::vector<at::Tensor> out{dz, per_channel(), per_channel(), per_channel(), per_channel(), per_channel()};
@@ -153,7 +165,7 @@ std::string support(int64_t variant, int64_t n, int64_t c, int64_t h, int64_t w,
     auto handle = handle_on_current_stream();
     std::vector<std::function<fe::error_t()>> steps{
         [&] { return g.validate(); }, [&] { return g.build_operation_graph(handle); },
-        [&] { return g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::B, fe::HeurMode_t::FALLBACK}); },
+        [&] { return g.create_execution_plans(MODES); },
         [&] { return g.check_support(handle); }, [&] { return g.build_plans(handle, fe::BuildPlanPolicy_t::ALL); }};
     for (auto& step : steps) {  // in order: each needs the one before
         auto status = step();

@@ -24,7 +24,9 @@ import torch.nn.functional as F
 
 from fusion_probe import gpu_ms, layers_of, list_layers, probe_each, probe_parser, say
 
-TRITON_ONLY = {"max_autotune": True, "max_autotune_conv_backends": "TRITON"}
+# Inductor lowers a 1x1 stride-1 convolution in channels_last to a matmul, whose backends are the GEMM ones: both
+# are limited to Triton, or cuBLAS would run those shapes.
+TRITON_ONLY = {"max_autotune": True, "max_autotune_conv_backends": "TRITON", "max_autotune_gemm_backends": "TRITON"}
 
 
 def conv_stats(x, w, stride: int, pad: int):
@@ -35,12 +37,13 @@ def conv_stats(x, w, stride: int, pad: int):
 
 
 def kernels(code: str) -> dict:
-    """What inductor generated: its Triton kernels by kind (tem: a template, here the convolution; red/per: a
-    reduction; poi: pointwise) and whether aten's convolution (cuDNN) was called instead of a template."""
+    """What inductor generated: its Triton kernels by kind (tem: a template, the convolution's or the matmul's that a
+    1x1 convolution becomes; red/per: a reduction; poi: pointwise) and the extern kernels it calls instead (aten's
+    convolution is cuDNN, its mm cuBLAS)."""
     names = sorted(set(re.findall(r"\btriton_(?:tem|red|per|poi)_\w+", code)))
     kinds = {kind: [n for n in names if n.startswith(f"triton_{kind}_")] for kind in ("tem", "red", "per", "poi")}
-    # The call, not inductor's comments, which name aten.convolution as every kernel's source whatever runs it.
-    return dict(kinds, aten_conv="extern_kernels.convolution(" in code)
+    # Calls, not inductor's comments, which name aten.convolution as every kernel's source whatever runs it.
+    return dict(kinds, extern=sorted(set(re.findall(r"\bextern_kernels\.(\w+)\(", code))))
 
 
 def compiled(fn, options):
@@ -97,7 +100,8 @@ def line(row) -> str:
         return f"{row[key]:.3f}" if key in row else "-"
 
     tem = lambda key: len(row.get(key, {}).get("tem", []))  # noqa: E731
-    return (f"cudnn {ms('cudnn_ms')}  triton {ms('triton_ms')} ({tem('triton_kernels')} template)  "
+    extern = ",".join(row.get("triton_kernels", {}).get("extern", [])) or "none"
+    return (f"cudnn {ms('cudnn_ms')}  triton {ms('triton_ms')} ({tem('triton_kernels')} template, extern {extern})  "
             f"cudnn+stats {ms('cudnn_stats_ms')}  triton+stats {ms('triton_stats_ms')} "
             f"(kernels {sum(len(v) for k, v in row.get('triton_stats_kernels', {}).items() if k != 'aten_conv')})  "
             f"check {'ok' if row['check_ok'] else 'FAILED'}"
@@ -111,8 +115,10 @@ def summary(rows: list) -> dict:
     out = dict(summary=True, layers=len(full), convs=sum(r["count"] for r in full),
                cudnn_ms=tot("cudnn_ms"), triton_ms=tot("triton_ms"),
                cudnn_stats_ms=tot("cudnn_stats_ms"), triton_stats_ms=tot("triton_stats_ms"),
-               stats_in_template=sum(r["count"] for r in full if not r["triton_stats_kernels"]["red"]
-                                     and not r["triton_stats_kernels"]["per"]),
+               # convolutions whose sums inductor put in the template's epilogue: a template, and no reduction after it
+               stats_in_template=sum(r["count"] for r in full if r["triton_stats_kernels"]["tem"]
+                                     and not r["triton_stats_kernels"]["red"] and not r["triton_stats_kernels"]["per"]),
+               outside_triton=[r["name"] for r in full if r["triton_kernels"]["extern"] or not r["triton_kernels"]["tem"]],
                skipped=[r["name"] for r in rows if r not in full])
     return out
 

@@ -156,8 +156,8 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
 
     for key, value in slurm_cluster.env.items():
         monkeypatch.setenv(key, value)
-    # The same wait, asking squeue every second and granting result files 2 s instead of 15 and 20:
-    # the test waits for the logic, not for a slow file system's grace.
+    # The same wait, asking squeue every 1 s instead of 15 and granting result files a 2 s grace instead of
+    # 20: the test waits for the logic, not for a slow file system's grace.
     monkeypatch.setattr(slurm_jobs, "wait", functools.partial(slurm_jobs.wait, squeue_every_s=1.0, grace_s=2.0))
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])

@@ -137,12 +137,27 @@ def test_the_triton_probe_reads_the_kernels_inductor_generated():
     code = ("triton_tem_fused_convolution_0 = async_compile.triton('triton_tem_fused_convolution_0', ...)\n"
             "triton_red_fused_convolution_mul_sum_1 = async_compile.triton('triton_red_fused_convolution_mul_sum_1', ...)\n"
             "buf0 = extern_kernels.convolution(arg0_1, arg1_1, stride=(1, 1))")
-    found = triton_probe.kernels(code)
+    found = triton_probe.kernels(code + "\nbuf1 = extern_kernels.mm(arg2_1, arg3_1)")
     assert found["tem"] == ["triton_tem_fused_convolution_0"]
     assert found["red"] == ["triton_red_fused_convolution_mul_sum_1"] and found["per"] == found["poi"] == []
-    assert found["aten_conv"]
+    assert found["extern"] == ["convolution", "mm"]
     template_only = "# Original ATen: [aten.convolution]\ntriton_tem_fused_convolution_0 = async_compile.triton(...)"
-    assert not triton_probe.kernels(template_only)["aten_conv"]  # a comment names aten's op whatever runs it
+    assert triton_probe.kernels(template_only)["extern"] == []  # a comment names aten's op whatever runs it
+
+
+def test_the_triton_probe_counts_sums_in_the_epilogue_only_where_a_template_ran():
+    def row(name, triton, stats):
+        kinds = lambda d: {"tem": [], "red": [], "per": [], "poi": [], "extern": [], **d}  # noqa: E731
+        return dict(name=name, count=2, status="ok", cudnn_ms=1.0, triton_ms=2.0, cudnn_stats_ms=1.5,
+                    triton_stats_ms=2.5, triton_kernels=kinds(triton), triton_stats_kernels=kinds(stats))
+
+    tem = {"tem": ["triton_tem_fused_convolution_0"]}
+    rows = [row("fused", tem, tem), row("apart", tem, {**tem, "red": ["triton_red_0"]}),
+            row("cublas", {"extern": ["mm"]}, {"extern": ["mm"]}), dict(name="failed", count=1, status="error")]
+    got = triton_probe.summary(rows)
+    assert got["stats_in_template"] == 2  # "fused" only: "cublas" ran no template, so nothing was fused into one
+    assert got["outside_triton"] == ["cublas"] and got["skipped"] == ["failed"]
+    assert (got["convs"], got["cudnn_ms"], got["triton_stats_ms"]) == (6, 6.0, 15.0)
 
 
 def test_c_s_dx_pass_with_dbn_weights_coefficients_is_batch_norms_backward():

@@ -132,5 +132,8 @@ def test_ncu_refuses_ranks_that_another_starter_starts(compose_cfg):
     options = Options.of(cfg)
     with pytest.raises(ConfigError, match="cluster=torchrun: profiler=ncu starts its one process under ncu"):
         options.profiler.preflight(cfg, options.cluster)
+    # The option handed in decides, not one built from the config: each disagrees with the config here.
     local = compose_cfg(["profiler=ncu", f"profiler.executable={sys.executable}", "dist.accelerator=gpu"])
-    Options.of(local).profiler.preflight(local, Options.of(local).cluster)  # the local cluster: accepted
+    options.profiler.preflight(cfg, Options.of(local).cluster)  # a local cluster option: accepted
+    with pytest.raises(ConfigError, match="profiler=ncu starts its one process under ncu"):
+        Options.of(local).profiler.preflight(local, options.cluster)  # torchrun's: refused
