@@ -24,9 +24,6 @@ cudnnHandle_t handle_on_current_stream() {
     return at::native::getCudnnHandle();  // torch's own: this device's and thread's, on torch's current stream
 }
 
-// Heuristic modes for the plans, the same where a graph is only asked whether it builds (support) and where it runs.
-std::vector<fe::HeurMode_t> const MODES{fe::HeurMode_t::A, fe::HeurMode_t::B, fe::HeurMode_t::FALLBACK};
-
 void check_input(at::Tensor const& t, char const* name, at::ScalarType type, bool nhwc) {
     TORCH_CHECK(t.is_cuda() && t.scalar_type() == type, name, ": a CUDA tensor of ", type, " is needed, not ",
                 t.device(), " ", t.scalar_type());
@@ -38,50 +35,82 @@ std::vector<int64_t> nhwc(std::vector<int64_t> const& d) {  // strides of an NCH
     return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
 }
 
+// The graph in one of four variants, which show what part of the pattern an engine takes (support() below):
+// 0: the graph above; 1: the ReLU's input given as a tensor (RELU_IN) instead of recomputed; 2: dgrad ->
+// dbn_weight, no ReLU; 3: dbn_weight alone, over a given dZ. Tensors a variant does not use stay null.
+struct DbnGraph {
+    fe::graph::Graph graph;
+    TensorPtr dy, w, x, scale, bias, relu_in, mean, inv_std, gamma, dz, dgamma, dbeta, eq_dy, eq_x, eq_bias;
+
+    DbnGraph(int64_t variant, int64_t n, int64_t c, int64_t h, int64_t w_, int64_t k, int64_t r, int64_t s, int64_t p,
+             int64_t q, int64_t stride, int64_t pad) {
+        auto const half = fe::DataType_t::HALF, fp32 = fe::DataType_t::FLOAT;
+        graph.set_io_data_type(half).set_intermediate_data_type(fp32).set_compute_data_type(fp32);
+        std::vector<int64_t> const xd{n, c, h, w_}, yd{n, k, p, q}, wd{k, c, r, s}, cd{1, c, 1, 1}, cs{c, 1, c, c};
+        auto tensor = [&](char const* name, std::vector<int64_t> const& dim, std::vector<int64_t> const& st,
+                          fe::DataType_t type) {
+            return graph.tensor(fe::graph::Tensor_attributes().set_name(name).set_dim(dim).set_stride(st).set_data_type(type));
+        };
+        auto pw = [](fe::PointwiseMode_t mode) { return fe::graph::Pointwise_attributes().set_mode(mode); };
+        x = tensor("X", xd, nhwc(xd), half);
+        if (variant == 3) {
+            dz = tensor("DZ", xd, nhwc(xd), half);
+        } else {
+            dy = tensor("DY", yd, nhwc(yd), half);
+            w = tensor("W", wd, nhwc(wd), half);
+            auto dgrad = graph.conv_dgrad(dy, w, fe::graph::Conv_dgrad_attributes().set_name("dgrad")
+                                                     .set_padding({pad, pad}).set_stride({stride, stride})
+                                                     .set_dilation({1, 1}));
+            dgrad->set_dim(xd).set_stride(nhwc(xd));
+            if (variant == 2) {
+                dz = dgrad;
+            } else {
+                if (variant == 1) {
+                    relu_in = tensor("RELU_IN", xd, nhwc(xd), half);
+                } else {  // the forward BN as x*scale+bias, fp32 (B's Python graph: fp16)
+                    scale = tensor("SCALE", cd, cs, fp32);
+                    bias = tensor("BIAS", cd, cs, fp32);
+                    relu_in = graph.pointwise(graph.pointwise(x, scale, pw(fe::PointwiseMode_t::MUL)), bias,
+                                              pw(fe::PointwiseMode_t::ADD));
+                }
+                dz = graph.pointwise(dgrad, relu_in, pw(fe::PointwiseMode_t::RELU_BWD));  // IN_0: the loss, IN_1: the input
+            }
+            dz->set_output(true).set_data_type(half).set_dim(xd).set_stride(nhwc(xd));
+        }
+        mean = tensor("MEAN", cd, cs, fp32);
+        inv_std = tensor("INV_STD", cd, cs, fp32);
+        gamma = tensor("GAMMA", cd, cs, fp32);
+        auto outs = graph.dbn_weight(dz, x, mean, inv_std, gamma, fe::graph::DBN_weight_attributes().set_name("dbn"));
+        for (auto& t : outs) {
+            t->set_output(true).set_data_type(fp32).set_dim(cd).set_stride(cs);
+        }
+        dgamma = outs[0], dbeta = outs[1], eq_dy = outs[2], eq_x = outs[3], eq_bias = outs[4];
+    }
+
+    // Validates the graph and builds its plans, in order (each step needs the one before): the first error, if any.
+    fe::error_t plan(cudnnHandle_t handle, fe::BuildPlanPolicy_t policy) {
+        std::vector<std::function<fe::error_t()>> steps{
+            [&] { return graph.validate(); }, [&] { return graph.build_operation_graph(handle); },
+            [&] { return graph.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::B, fe::HeurMode_t::FALLBACK}); },
+            [&] { return graph.check_support(handle); }, [&] { return graph.build_plans(handle, policy); }};
+        for (auto& step : steps) {
+            auto status = step();
+            if (status.is_bad()) return status;
+        }
+        return {};
+    }
+};
+
 }  // namespace
 
 class DgradDreluDbn {
    public:
     DgradDreluDbn(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t s, int64_t p, int64_t q,
                   int64_t stride, int64_t pad, bool autotune)
-        : autotune_(autotune) {
-        auto const half = fe::DataType_t::HALF, fp32 = fe::DataType_t::FLOAT;
-        graph_.set_io_data_type(half).set_intermediate_data_type(fp32).set_compute_data_type(fp32);
-        std::vector<int64_t> const xd{n, c, h, w}, yd{n, k, p, q}, wd{k, c, r, s}, cd{1, c, 1, 1}, cs{c, 1, c, c};
-        auto tensor = [&](char const* name, std::vector<int64_t> const& dim, std::vector<int64_t> const& st,
-                          fe::DataType_t type) {
-            return graph_.tensor(fe::graph::Tensor_attributes().set_name(name).set_dim(dim).set_stride(st).set_data_type(type));
-        };
-        dy_ = tensor("DY", yd, nhwc(yd), half);
-        w_ = tensor("W", wd, nhwc(wd), half);
-        x_ = tensor("X", xd, nhwc(xd), half);
-        scale_ = tensor("SCALE", cd, cs, fp32);  // the forward BN as x*scale+bias, fp32 (B's Python graph: fp16)
-        bias_ = tensor("BIAS", cd, cs, fp32);
-        mean_ = tensor("MEAN", cd, cs, fp32);
-        inv_std_ = tensor("INV_STD", cd, cs, fp32);
-        gamma_ = tensor("GAMMA", cd, cs, fp32);
-
-        auto dgrad = graph_.conv_dgrad(dy_, w_, fe::graph::Conv_dgrad_attributes().set_name("dgrad")
-                                                    .set_padding({pad, pad}).set_stride({stride, stride}).set_dilation({1, 1}));
-        dgrad->set_dim(xd).set_stride(nhwc(xd));
-        auto pw = [](fe::PointwiseMode_t mode) { return fe::graph::Pointwise_attributes().set_mode(mode); };
-        auto relu_in = graph_.pointwise(graph_.pointwise(x_, scale_, pw(fe::PointwiseMode_t::MUL)), bias_,
-                                        pw(fe::PointwiseMode_t::ADD));
-        dz_ = graph_.pointwise(dgrad, relu_in, pw(fe::PointwiseMode_t::RELU_BWD));  // IN_0: the loss, IN_1: the input
-        dz_->set_output(true).set_data_type(half).set_dim(xd).set_stride(nhwc(xd));
-        auto outs = graph_.dbn_weight(dz_, x_, mean_, inv_std_, gamma_, fe::graph::DBN_weight_attributes().set_name("dbn"));
-        for (auto& t : outs) {
-            t->set_output(true).set_data_type(fp32).set_dim(cd).set_stride(cs);
-        }
-        dgamma_ = outs[0], dbeta_ = outs[1], eq_dy_ = outs[2], eq_x_ = outs[3], eq_bias_ = outs[4];
-
-        auto handle = handle_on_current_stream();
-        FE_CHECK(graph_.validate());
-        FE_CHECK(graph_.build_operation_graph(handle));
-        FE_CHECK(graph_.create_execution_plans(MODES));
-        FE_CHECK(graph_.check_support(handle));
-        FE_CHECK(graph_.build_plans(handle, autotune ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE));
-        plans_ = graph_.get_execution_plan_count();
+        : g_(0, n, c, h, w, k, r, s, p, q, stride, pad), autotune_(autotune) {
+        FE_CHECK(g_.plan(handle_on_current_stream(),
+                         autotune ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE));
+        plans_ = g_.graph.get_execution_plan_count();
     }
 
     // Runs the graph on torch's current stream; returns {dZ, dgamma, dbeta, eq_scale_dy, eq_scale_x, eq_bias}. The
@@ -99,79 +128,36 @@ class DgradDreluDbn {
         auto per_channel = [&] { return at::empty({1, x.size(1), 1, 1}, x.options().dtype(at::kFloat)); };
         std::vector<at::Tensor> out{dz, per_channel(), per_channel(), per_channel(), per_channel(), per_channel()};
         std::unordered_map<TensorPtr, void*> pack{
-            {dy_, dy.data_ptr()},        {w_, w.data_ptr()},         {x_, x.data_ptr()},
-            {scale_, scale.data_ptr()},  {bias_, bias.data_ptr()},   {mean_, mean.data_ptr()},
-            {inv_std_, inv_std.data_ptr()}, {gamma_, gamma.data_ptr()}, {dz_, dz.data_ptr()},
-            {dgamma_, out[1].data_ptr()}, {dbeta_, out[2].data_ptr()}, {eq_dy_, out[3].data_ptr()},
-            {eq_x_, out[4].data_ptr()},  {eq_bias_, out[5].data_ptr()}};
+            {g_.dy, dy.data_ptr()},        {g_.w, w.data_ptr()},         {g_.x, x.data_ptr()},
+            {g_.scale, scale.data_ptr()},  {g_.bias, bias.data_ptr()},   {g_.mean, mean.data_ptr()},
+            {g_.inv_std, inv_std.data_ptr()}, {g_.gamma, gamma.data_ptr()}, {g_.dz, dz.data_ptr()},
+            {g_.dgamma, out[1].data_ptr()}, {g_.dbeta, out[2].data_ptr()}, {g_.eq_dy, out[3].data_ptr()},
+            {g_.eq_x, out[4].data_ptr()},  {g_.eq_bias, out[5].data_ptr()}};
         auto handle = handle_on_current_stream();
         if (autotune_ && !tuned_) {
-            auto ws = at::empty({std::max<int64_t>(graph_.get_autotune_workspace_size(), 1)}, x.options().dtype(at::kByte));
-            FE_CHECK(graph_.autotune(handle, pack, ws.data_ptr()));
+            auto ws = at::empty({std::max<int64_t>(g_.graph.get_autotune_workspace_size(), 1)}, x.options().dtype(at::kByte));
+            FE_CHECK(g_.graph.autotune(handle, pack, ws.data_ptr()));
             tuned_ = true;
         }
-        auto ws = at::empty({std::max<int64_t>(graph_.get_workspace_size(), 1)}, x.options().dtype(at::kByte));
-        FE_CHECK(graph_.execute(handle, pack, ws.data_ptr()));
+        auto ws = at::empty({std::max<int64_t>(g_.graph.get_workspace_size(), 1)}, x.options().dtype(at::kByte));
+        FE_CHECK(g_.graph.execute(handle, pack, ws.data_ptr()));
         return out;
     }
 
     int64_t plans() const { return plans_; }
 
    private:
-    fe::graph::Graph graph_;
-    TensorPtr dy_, w_, x_, scale_, bias_, mean_, inv_std_, gamma_, dz_, dgamma_, dbeta_, eq_dy_, eq_x_, eq_bias_;
+    DbnGraph g_;
     bool autotune_, tuned_ = false;
     int64_t plans_ = 0;
 };
 
-// Which parts of the pattern an engine on this GPU takes: each variant's graph is built and its plans made, and
-// the error (empty where it builds) is returned. 0: the graph above; 1: the ReLU's input given as a tensor instead
-// of recomputed; 2: dgrad -> dbn_weight, no ReLU; 3: dbn_weight alone, over a given dZ.
+// Whether an engine on this GPU builds the variant's graph (DbnGraph): "" where it does, else cuDNN's reason.
 std::string support(int64_t variant, int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t s,
                     int64_t p, int64_t q, int64_t stride, int64_t pad) {
-    auto const half = fe::DataType_t::HALF, fp32 = fe::DataType_t::FLOAT;
-    fe::graph::Graph g;
-    g.set_io_data_type(half).set_intermediate_data_type(fp32).set_compute_data_type(fp32);
-    std::vector<int64_t> const xd{n, c, h, w}, yd{n, k, p, q}, wd{k, c, r, s}, cd{1, c, 1, 1}, cs{c, 1, c, c};
-    auto tensor = [&](char const* name, std::vector<int64_t> const& dim, std::vector<int64_t> const& st,
-                      fe::DataType_t type) {
-        return g.tensor(fe::graph::Tensor_attributes().set_name(name).set_dim(dim).set_stride(st).set_data_type(type));
-    };
-    auto pw = [](fe::PointwiseMode_t mode) { return fe::graph::Pointwise_attributes().set_mode(mode); };
-    auto x = tensor("X", xd, nhwc(xd), half);
-    TensorPtr dz;
-    if (variant == 3) {
-        dz = tensor("DZ", xd, nhwc(xd), half);
-    } else {
-        auto dgrad = g.conv_dgrad(tensor("DY", yd, nhwc(yd), half), tensor("W", wd, nhwc(wd), half),
-                                  fe::graph::Conv_dgrad_attributes().set_padding({pad, pad}).set_stride({stride, stride})
-                                      .set_dilation({1, 1}));
-        dgrad->set_dim(xd).set_stride(nhwc(xd));
-        if (variant == 2) {
-            dz = dgrad;
-        } else {
-            auto relu_in = variant == 1 ? tensor("RELU_IN", xd, nhwc(xd), half)
-                                        : g.pointwise(g.pointwise(x, tensor("SCALE", cd, cs, fp32), pw(fe::PointwiseMode_t::MUL)),
-                                                      tensor("BIAS", cd, cs, fp32), pw(fe::PointwiseMode_t::ADD));
-            dz = g.pointwise(dgrad, relu_in, pw(fe::PointwiseMode_t::RELU_BWD));
-        }
-        dz->set_output(true).set_data_type(half).set_dim(xd).set_stride(nhwc(xd));
-    }
-    auto outs = g.dbn_weight(dz, x, tensor("MEAN", cd, cs, fp32), tensor("INV_STD", cd, cs, fp32),
-                             tensor("GAMMA", cd, cs, fp32), fe::graph::DBN_weight_attributes());
-    for (auto& t : outs) {
-        t->set_output(true).set_data_type(fp32).set_dim(cd).set_stride(cs);
-    }
-    auto handle = handle_on_current_stream();
-    std::vector<std::function<fe::error_t()>> steps{
-        [&] { return g.validate(); }, [&] { return g.build_operation_graph(handle); },
-        [&] { return g.create_execution_plans(MODES); },
-        [&] { return g.check_support(handle); }, [&] { return g.build_plans(handle, fe::BuildPlanPolicy_t::ALL); }};
-    for (auto& step : steps) {  // in order: each needs the one before
-        auto status = step();
-        if (status.is_bad()) return status.get_message();
-    }
-    return "";
+    DbnGraph g(variant, n, c, h, w, k, r, s, p, q, stride, pad);
+    auto status = g.plan(handle_on_current_stream(), fe::BuildPlanPolicy_t::ALL);
+    return status.is_good() ? "" : status.get_message();
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {

@@ -6,8 +6,8 @@ For each distinct convolution of torchvision's ResNet-50 (v1.5), fp16, NHWC, on 
                compiled step, where convolutions stay aten's.
   cudnn_stats  F.conv2d, then the per-channel sum and sum of squares of its output (what training batch norm
                reads for its statistics), compiled by inductor with its default backends: the conv, then a reduction.
-  triton       F.conv2d compiled with max-autotune and the convolution backends limited to TRITON: inductor
-               benchmarks its Triton template's configs and keeps the fastest.
+  triton       F.conv2d compiled with max-autotune, the convolution and GEMM backends limited to TRITON (a 1x1
+               convolution becomes a matmul): inductor benchmarks its Triton templates' configs, keeps the fastest.
   triton_stats the conv and the statistics compiled together that way. Whether inductor folds the statistics
                into the template's epilogue shows in the kernels it generated, which each row names.
 Each row checks triton's output and triton_stats' sums against cudnn's (relative to the largest value).
@@ -103,7 +103,7 @@ def line(row) -> str:
     extern = ",".join(row.get("triton_kernels", {}).get("extern", [])) or "none"
     return (f"cudnn {ms('cudnn_ms')}  triton {ms('triton_ms')} ({tem('triton_kernels')} template, extern {extern})  "
             f"cudnn+stats {ms('cudnn_stats_ms')}  triton+stats {ms('triton_stats_ms')} "
-            f"(kernels {sum(len(v) for k, v in row.get('triton_stats_kernels', {}).items() if k != 'aten_conv')})  "
+            f"(kernels {sum(len(v) for k, v in row.get('triton_stats_kernels', {}).items() if k != 'extern')})  "
             f"check {'ok' if row['check_ok'] else 'FAILED'}"
             + "".join(f"  {k}: {v[:80]}" for k, v in row.items() if k.endswith("_error")))
 

@@ -134,6 +134,7 @@ def test_ncu_refuses_ranks_that_another_starter_starts(compose_cfg):
         options.profiler.preflight(cfg, options.cluster)
     # The option handed in decides, not one built from the config: each disagrees with the config here.
     local = compose_cfg(["profiler=ncu", f"profiler.executable={sys.executable}", "dist.accelerator=gpu"])
-    options.profiler.preflight(cfg, Options.of(local).cluster)  # a local cluster option: accepted
+    local_options = Options.of(local)
+    options.profiler.preflight(cfg, local_options.cluster)  # a local cluster option: accepted
     with pytest.raises(ConfigError, match="profiler=ncu starts its one process under ncu"):
-        Options.of(local).profiler.preflight(local, options.cluster)  # torchrun's: refused
+        local_options.profiler.preflight(local, options.cluster)  # torchrun's: refused
