@@ -26,23 +26,23 @@ from rn50.config.compilation import check_cuda_graphs
 from rn50.config.schema import Accelerator, Device, dist_name, nodes_gpus
 from rn50.errors import ConfigError
 from rn50.measure import nvml
-from rn50.options import checks, clusters, pipelines
+from rn50.options import checks, pipelines
 from rn50.options.components import Options
 from rn50.point import validate
 
 log = logging.getLogger(__name__)
 
 
-def resolve_accelerator(cfg: DictConfig, here: bool = True, say: bool = True, cluster=None) -> Accelerator:
+def resolve_accelerator(cfg: DictConfig, cluster, here: bool = True, say: bool = True) -> Accelerator:
     """gpu or cpu, or a ConfigError saying which dist option would fit.
 
     here=False is for processes that will run on other hosts (a SLURM submission, printed
     torchrun commands): their GPUs cannot be counted from this one, so auto means gpu.
     say=False leaves the CPU fallback's warning to the run itself (a sweep's first ranks).
-    cluster: the run's cluster option, where the caller has it.
+    cluster: the run's cluster option (rn50/options/clusters.py), which says whether it starts ranks elsewhere.
     """
     name, per_node = dist_name(cfg), cfg.dist.gpus_per_node
-    if cfg.dist.nodes > 1 and (cluster or clusters.of(cfg)).rank_env is None:
+    if cfg.dist.nodes > 1 and cluster.rank_env is None:
         raise ConfigError(
             f"dist={name} needs {cfg.dist.nodes} nodes but cluster=local runs on this host only; "
             f"use cluster=slurm or cluster=torchrun, or a dist option with 1 node ({nodes_gpus(1, per_node)})"
@@ -103,7 +103,7 @@ def preflight(cfg: DictConfig, here: bool = True, options: Optional[Options] = N
     validate.check_declared(cfg)  # a key added with + that the schema does not know
     options = options or Options.of(cfg, cluster=cluster)
     validate.validate(cfg, options)
-    cfg.dist.accelerator = resolve_accelerator(cfg, here, cluster=options.cluster)  # normalisation
+    cfg.dist.accelerator = resolve_accelerator(cfg, options.cluster, here)  # normalisation
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
     console.cpu_precision_warning(options.precision, cfg.dist.accelerator)
     options.data.preflight(cfg, world=cfg.dist.nodes * cfg.dist.gpus_per_node)

@@ -34,11 +34,12 @@ def start_first_ranks(config: DictConfig) -> None:
     """When every point has one process count, start its ranks now, while the sweep's MLflow
     run is opened; the first point then finds them warm."""
     swept = {o.split("=")[0].lstrip("+~") for o in config.hydra.overrides.task if "," in o}
-    if clusters.of(config).rank_env is not None or profilers.of(config).starts_ranks or \
+    cluster = clusters.of(config)  # the sweep's config, before any point's overrides: each point builds its own
+    if cluster.rank_env is not None or profilers.of(config).starts_ranks or \
             any(key == "dist" or key.startswith("dist.") for key in swept):
         return
     try:
-        device = resolve_accelerator(config, say=False).value  # each point says what it runs on
+        device = resolve_accelerator(config, cluster, say=False).value  # each point says what it runs on
     except ConfigError:  # each point says so itself
         return
     pool.pool_for(config.dist.gpus_per_node, device)

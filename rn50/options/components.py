@@ -25,6 +25,9 @@ class Component:
     keys: Any = None
     """The option's own keys, cfg.<group> (typed by its schema; `of` sets them): the node itself,
     so that a normalisation (data.batch_size=auto's search) is what the option reads."""
+    run: Optional["Options"] = None
+    """The run's options, this one among them, where they were built together (Options.of): how one
+    option reads another (data=dali's float16 output follows the precision's autocast)."""
 
     def __init__(self, **keys: Any):
         """instantiate passes the option's keys; `of` then keeps their typed node as `keys`."""
@@ -51,6 +54,10 @@ class Options:
     """rn50/options/clusters.py's."""
     profiler: Any
     """rn50/options/profilers.py's."""
+
+    def __post_init__(self):
+        for option in (self.data, self.precision, self.cluster, self.profiler):
+            option.run = self
 
     @classmethod
     def of(cls, cfg: DictConfig, **built: Any) -> "Options":

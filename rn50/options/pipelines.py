@@ -152,7 +152,7 @@ class Dali(FileReader):
 
     def check(self, cfg: DictConfig) -> None:
         super().check(cfg)
-        if self.keys.dali.output_dtype == DaliDtype.float16 and precision.of(cfg).autocast is None:
+        if self.keys.dali.output_dtype == DaliDtype.float16 and self._autocast(cfg) is None:
             raise ConfigError(
                 f"data.dali.output_dtype=float16 needs an autocast precision (amp, amp_static, bf16), not "
                 f"precision={cfg.precision.name}; use data.dali.output_dtype=auto or float32")
@@ -165,10 +165,14 @@ class Dali(FileReader):
     def build(self, cfg: DictConfig, endless: bool):
         d = self.keys
         fp16 = d.dali.output_dtype == DaliDtype.float16 or (
-            d.dali.output_dtype == DaliDtype.auto and precision.of(cfg).autocast == "float16")
+            d.dali.output_dtype == DaliDtype.auto and self._autocast(cfg) == "float16")
         threads = d.dali.num_threads if d.dali.num_threads is not None else d.num_workers
         return dali().DaliData(d.root, d.batch_size, d.image_size, threads, cfg.model.channels_last, fp16, cfg.seed,
                         options=d.dali, endless=endless, validate=cfg.train.name == TrainName.accuracy)
+
+    def _autocast(self, cfg: DictConfig):
+        """The run's precision's autocast dtype: its option's, where the run's options were built together."""
+        return (self.run.precision if self.run is not None else precision.of(cfg)).autocast
 
     def training_stream(self, cfg: DictConfig) -> ContextManager:
         """data.dali.training_stream=own on a GPU: a stream of the rank's own on the current device,

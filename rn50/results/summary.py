@@ -15,7 +15,6 @@ from typing import Any, Dict, List, Optional
 
 from rn50.config.schema import TrainName, dist_name
 from rn50.measure import mfu, nvml, timing, trained
-from rn50.options import precision
 
 
 @dataclass
@@ -73,9 +72,10 @@ class RunRecord:
     """Why a run that ran to its end still failed, in one line: it did not train (diverged)."""
 
 
-def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> RunRecord:
+def summarize(cfg, ranks: List[RankResult], started_at: float, now: float, options) -> RunRecord:
     """Metrics, tags, series and the numbers behind them; started_at is when the run (or the
-    sweep point) began, so startup and wall time are measured from the command's side.
+    sweep point) began, so startup and wall time are measured from the command's side. options: the
+    run's (rn50/options/components.py), whose precision names the MFU peak's math mode.
 
     A figure counts only if its run trained (rn50/measure/trained.py): every run carries the proof, and a
     run whose loss stopped being finite carries no images/sec, MFU or energy figure at all."""
@@ -85,7 +85,8 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float) -> Ru
     proof = trained.proof_metrics(zero.losses, zero.skipped, zero.loss_scale, warmup, measured)
     failure = trained.diverged_line([r.losses for r in ranks], warmup + measured) or trained.stalled_line(proof,
                                                                                                          measured)
-    metrics = {} if failure else {**figures(cfg, ranks), **zero.metrics}  # zero.metrics: profilers', batch search's
+    # zero.metrics: the profilers' and the batch search's
+    metrics = {} if failure else {**figures(cfg, ranks, options.precision.peak), **zero.metrics}
     metrics.update(proof)
     metrics["time/startup_s"] = zero.first_step_at - started_at
     metrics["time/warmup_s"] = max(r.warmup_s for r in ranks)
@@ -126,8 +127,9 @@ def did_not_train(cfg, line: str) -> str:
     return f"{line}; a run that does not train has no figure: {fix}"
 
 
-def figures(cfg, ranks: List[RankResult]) -> Dict[str, float]:
-    """The measured windows' figures: throughput, step times, GPU telemetry, energy, MFU."""
+def figures(cfg, ranks: List[RankResult], math_mode: str) -> Dict[str, float]:
+    """The measured windows' figures: throughput, step times, GPU telemetry, energy, MFU (math_mode: the
+    precision's, which picks the GPU's peak)."""
     zero = ranks[0]
     world, batch = len(ranks), zero.batch_size
     windows = timing.slowest([r.windows for r in ranks])
@@ -145,15 +147,16 @@ def figures(cfg, ranks: List[RankResult]) -> Dict[str, float]:
         metrics["model/gflops_per_image"] = zero.flops_per_image / 1e9
         metrics["flops/achieved_tflops_per_device"] = per_device * zero.flops_per_image / 1e12
         gpu = zero.env_tags.get("gpu_model") if gpu_samples else None
-        peak_tflops = mfu.peak_tflops(cfg.mfu, gpu, precision.of(cfg).peak)
+        peak_tflops = mfu.peak_tflops(cfg.mfu, gpu, math_mode)
         if peak_tflops is not None:
             metrics["mfu_pct"] = mfu.mfu_pct(per_device, zero.flops_per_image, peak_tflops)
             metrics["mfu/peak_tflops_per_device"] = peak_tflops
     return metrics
 
 
-def summarize_training(cfg, ranks: List[RankResult], started_at: float, now: float) -> RunRecord:
-    """train=accuracy: rank 0's end-of-run metrics and per-epoch series, and target_reached."""
+def summarize_training(cfg, ranks: List[RankResult], started_at: float, now: float, options=None) -> RunRecord:
+    """train=accuracy: rank 0's end-of-run metrics and per-epoch series, and target_reached (options: as
+    summarize's, which this record does not need)."""
     zero = ranks[0]
     metrics = {**zero.metrics, "time/wall_s": now - started_at}
     tags = {**zero.env_tags, "world_size": str(cfg.dist.nodes * cfg.dist.gpus_per_node),

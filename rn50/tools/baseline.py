@@ -32,7 +32,7 @@ from rn50.launcher.launch import set_num_classes
 from rn50.measure import environment, nvml
 from rn50.measure.device import DeviceClock, handle_for_cuda_device
 from rn50.measure.timing import WindowTimer
-from rn50.options import pipelines
+from rn50.options.components import Options
 from rn50.point.validate import validate
 from rn50.recipe.model import configure_inductor
 from rn50.recipe.precision import set_math_mode
@@ -90,11 +90,11 @@ def main(argv=None) -> dict:
     on_stream = contextlib.ExitStack()
     if args.data_root is not None:
         try:
-            cfg = dali_config(args, device)
+            cfg, pipeline = dali_config(args, device)
         except Exception as exc:  # a bad --dali key or value, named as rn50 names it
             p.error(one_line(exc))
         # rn50's ranks train on this stream from their first device work: data.dali.training_stream.
-        on_stream.enter_context(pipelines.of(cfg).training_stream(cfg))
+        on_stream.enter_context(pipeline.training_stream(cfg))
     if world > 1:
         torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
     set_math_mode(args.precision != "fp32")
@@ -113,7 +113,7 @@ def main(argv=None) -> dict:
         step = lambda: train(images, labels)  # noqa: E731
     else:
         try:
-            batches = dali_batches(cfg, device, int(os.environ.get("RANK", 0)), world)
+            batches = dali_batches(cfg, pipeline, device, int(os.environ.get("RANK", 0)), world)
         except Exception as exc:  # the pipeline cannot start (no files, bad device), named as rn50 names it
             p.error(one_line(exc))
         if args.decode_only:
@@ -193,7 +193,7 @@ def proof(edge_losses, scaler, args) -> dict:
 
 def dali_config(args, device: torch.device):
     """rn50's config of a data=dali run with args' settings and data.dali keys, composed and
-    checked as rn50 composes and checks a run."""
+    checked as rn50 composes and checks a run; and its pipeline object, built once."""
     overrides = ["data=dali", f"data.root={args.data_root}", f"data.batch_size={args.batch_size}",
                  f"data.image_size={args.image_size}", f"precision={args.precision}",
                  f"model.channels_last={args.channels_last}", "mlflow.tracking_uri=unused",
@@ -202,15 +202,17 @@ def dali_config(args, device: torch.device):
     if args.precision == "amp_static":
         overrides.append(f"precision.loss_scale={args.loss_scale}")
     with initialize_config_dir(config_dir=config_dir(), version_base=None):
-        cfg = validate(compose("config", overrides=overrides))
-    set_num_classes(cfg)
-    return cfg
+        cfg = compose("config", overrides=overrides)
+    options = Options.of(cfg)
+    validate(cfg, options)
+    set_num_classes(cfg, options.data)
+    return cfg, options.data
 
 
-def dali_batches(cfg, device: torch.device, rank: int, world: int) -> Iterator:
+def dali_batches(cfg, pipeline, device: torch.device, rank: int, world: int) -> Iterator:
     """The config's data=dali pipeline for this rank as an endless stream of (images, labels) in
     the model's dtype and layout on the device."""
-    return iter(pipelines.build(cfg, endless=True).loader(device, rank, world))
+    return iter(pipeline.build(cfg, endless=True).loader(device, rank, world))
 
 
 def energy_counter(device: torch.device) -> Callable[[], Optional[float]]:

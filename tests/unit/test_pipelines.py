@@ -6,7 +6,20 @@ import contextlib
 import pytest
 
 from rn50.options import pipelines
+from rn50.options.components import Options
 from rn50.errors import ConfigError
+
+
+def test_dali_reads_the_precision_option_built_with_it(compose_cfg):
+    """data=dali's float16 output follows the run's precision option (Options.of hands it over), not
+    one built again from the config: here the option handed in disagrees with the config."""
+    cfg = compose_cfg(["data=dali", "data.root=/data/imagenet", "data.dali.output_dtype=float16", "precision=fp32"])
+    with pytest.raises(ConfigError, match="needs an autocast precision"):
+        Options.of(cfg).data.check(cfg)
+    bf16 = Options.of(compose_cfg(["precision=bf16"])).precision
+    options = Options.of(cfg, precision=bf16)
+    assert options.data.run is options and bf16.run is options
+    options.data.check(cfg)  # bf16 autocasts: accepted
 
 
 def test_rn50s_pipelines_are_built_from_their_option(compose_cfg):
