@@ -230,7 +230,8 @@ def run(args):
                                 precision=args.precision, loss_scale=1024.0, channels_last=True,
                                 dali=[s for s in setting.split(",") if s])
         try:
-            batches = dali_batches(dali_config(ns, device), device, 0, 1)
+            cfg, pipeline = dali_config(ns, device)
+            batches = dali_batches(cfg, pipeline, device, 0, 1)
             with HostSplit(train, batches) as step:  # two clock reads a step: timed without --diagnose too
                 seconds = window(step, args.steps, args.warmup_steps)
             extra = step.report(args.steps) if args.diagnose else {}

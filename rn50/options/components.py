@@ -56,6 +56,7 @@ class Options:
     """rn50/options/profilers.py's."""
 
     def __post_init__(self):
+        # An option handed to a second Options.of (a test's) belongs to that run from then on.
         for option in (self.data, self.precision, self.cluster, self.profiler):
             option.run = self
 

@@ -17,6 +17,7 @@ from rn50.data import dali  # noqa: E402
 from rn50.data.dali import DaliData, DaliLoader, shard_files  # noqa: E402
 from rn50.errors import Rn50Error  # noqa: E402
 from rn50.options import pipelines  # noqa: E402
+from rn50.options.components import Options  # noqa: E402
 from rn50.point.validate import validate  # noqa: E402
 
 # Folders made out of order: labels must follow the sorted names, as with torchvision's ImageFolder.
@@ -85,6 +86,18 @@ def test_each_dali_key_composes_and_runs_a_step(tree, compose_cfg, lever):
     assert images.shape == (BATCH, 3, SIZE, SIZE) and labels.shape == (BATCH,)
     assert images.dtype == (torch.float16 if lever == "output_dtype=float16" else torch.float32)
     assert images.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_auto_outputs_follow_the_precision_option_built_with_the_pipeline(tree, compose_cfg):
+    """data.dali.output_dtype=auto gives float16 batches under an fp16 autocast: that of the run's
+    precision option, handed over by Options.of, not one built again from the config (fp32 here)."""
+    cfg = compose_cfg(["data=dali", f"data.root={tree}", "precision=fp32", f"data.image_size={SIZE}",
+                       f"data.batch_size={BATCH}", "data.dali.num_threads=2"])
+    assert not Options.of(cfg).data.build(cfg, endless=True).fp16
+    amp = Options.of(compose_cfg(["precision=amp"])).precision
+    dm = Options.of(cfg, precision=amp).data.build(cfg, endless=True)
+    images, _ = next(iter(DaliLoader(dm, dm._pipeline(torch.device("cpu"), rank=0, world=1), rank=0, world=1)))
+    assert dm.fp16 and images.dtype == torch.float16
 
 
 @pytest.mark.parametrize("channels_last", [True, False])
