@@ -108,7 +108,7 @@ def preflight(cfg: DictConfig, here: bool = True, options: Optional[Options] = N
     console.cpu_precision_warning(options.precision, cfg.dist.accelerator)
     options.data.preflight(cfg, world=cfg.dist.nodes * cfg.dist.gpus_per_node)
     set_num_classes(cfg, options.data)
-    options.profiler.preflight(cfg, options.cluster)
+    options.profiler.preflight(cfg)
     return options
 
 

@@ -83,8 +83,8 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
                 resume.remember(out, run_id, params)
             ranks = ranks_done()
             with tracking.failing_as_run():  # a fault of this process after the ranks is the run's failure
-                summarize = results.summarize_training if training else results.summarize
-                record = summarize(cfg, ranks, started, time.time(), options)
+                record = (results.summarize_training(cfg, ranks, started, time.time()) if training
+                          else results.summarize(cfg, ranks, started, time.time(), options))
                 files = results.write_files(record, ranks, out, run_id, cfg)
                 logs = sorted(str(log) for log in out.glob("rank*.log"))  # what the ranks printed: warnings
                 result = upload.keep(kept, cfg, run_id, name, parent, params, {**tags, **record.tags}, record,

@@ -3,7 +3,7 @@ instantiate builds it from the option's keys (cfg.profiler, typed by the option'
 pytorch's wait/warmup/active, ncu's steps/executable/metrics). A class answers:
 
 - check(cfg): compose-time checks of its keys (ConfigError, one line naming the key);
-- preflight(cfg, cluster): checks of this host before any rank starts (ncu: installed, one GPU process);
+- preflight(cfg): checks of this host before any rank starts (ncu: installed, one GPU process);
 - steps(cfg): the steps it profiles after the measured windows, so no window is ever profiled;
 - callbacks(cfg, first_step, device_type, out) and lightning_profiler(out): what each rank adds
   to its Trainer; callbacks expose metrics() and artifacts(), which rank 0 gathers;
@@ -49,9 +49,9 @@ class Profiler(components.Component):
     starts_ranks = False
     """True where launcher() starts the rank processes itself: a sweep keeps no warm ones for it."""
 
-    def preflight(self, cfg: DictConfig, cluster) -> None:
-        """Checks of this host before any rank starts; none by default. cluster: the run's cluster
-        option, which the launcher built."""
+    def preflight(self, cfg: DictConfig) -> None:
+        """Checks of this host before any rank starts; none by default. The run's other options, which
+        the launcher built with this one, are self.run (its cluster: self.run.cluster)."""
 
     def steps(self, cfg: DictConfig) -> int:
         """Steps profiled after the measured windows."""
@@ -106,8 +106,8 @@ class Ncu(Profiler):
     def check(self, cfg: DictConfig) -> None:
         _positive(cfg, "profiler.steps", "use 1 or more profiled steps")
 
-    def preflight(self, cfg: DictConfig, cluster) -> None:
-        ncu.preflight(cfg, started_elsewhere=cluster.rank_env is not None)
+    def preflight(self, cfg: DictConfig) -> None:
+        ncu.preflight(cfg, started_elsewhere=self.run.cluster.rank_env is not None)
 
     def steps(self, cfg: DictConfig) -> int:
         return self.keys.steps

@@ -154,9 +154,8 @@ def figures(cfg, ranks: List[RankResult], math_mode: str) -> Dict[str, float]:
     return metrics
 
 
-def summarize_training(cfg, ranks: List[RankResult], started_at: float, now: float, options=None) -> RunRecord:
-    """train=accuracy: rank 0's end-of-run metrics and per-epoch series, and target_reached (options: as
-    summarize's, which this record does not need)."""
+def summarize_training(cfg, ranks: List[RankResult], started_at: float, now: float) -> RunRecord:
+    """train=accuracy: rank 0's end-of-run metrics and per-epoch series, and target_reached."""
     zero = ranks[0]
     metrics = {**zero.metrics, "time/wall_s": now - started_at}
     tags = {**zero.env_tags, "world_size": str(cfg.dist.nodes * cfg.dist.gpus_per_node),

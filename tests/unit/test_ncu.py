@@ -125,16 +125,16 @@ def test_ncu_not_on_path_names_the_key(compose_cfg, tmp_path, monkeypatch):
 
 
 def test_ncu_refuses_ranks_that_another_starter_starts(compose_cfg):
-    """The profiler's preflight reads the cluster option the launcher built: under torchrun, ncu
-    cannot start the one process it profiles."""
+    """The profiler's preflight reads the cluster option the launcher built with it (self.run): under
+    torchrun, ncu cannot start the one process it profiles."""
     cfg = compose_cfg(["profiler=ncu", f"profiler.executable={sys.executable}", "cluster=torchrun",
                        "dist.accelerator=gpu"])
-    options = Options.of(cfg)
+    torchrun = Options.of(cfg).cluster
     with pytest.raises(ConfigError, match="cluster=torchrun: profiler=ncu starts its one process under ncu"):
-        options.profiler.preflight(cfg, options.cluster)
+        Options.of(cfg, cluster=torchrun).profiler.preflight(cfg)
     # The option handed in decides, not one built from the config: each disagrees with the config here.
     local = compose_cfg(["profiler=ncu", f"profiler.executable={sys.executable}", "dist.accelerator=gpu"])
-    local_options = Options.of(local)
-    options.profiler.preflight(cfg, local_options.cluster)  # a local cluster option: accepted
+    local_cluster = Options.of(local).cluster
+    Options.of(cfg, cluster=local_cluster).profiler.preflight(cfg)  # a local cluster option: accepted
     with pytest.raises(ConfigError, match="profiler=ncu starts its one process under ncu"):
-        local_options.profiler.preflight(local, options.cluster)  # torchrun's: refused
+        Options.of(local, cluster=torchrun).profiler.preflight(local)  # torchrun's: refused
