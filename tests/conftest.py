@@ -24,6 +24,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra._internal.config_loader_impl import ConfigLoaderImpl  # noqa: E402
+from hydra.core.global_hydra import GlobalHydra  # noqa: E402
+from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: E402
 
 import rn50.config.schema  # noqa: F401,E402  registers the schema Hydra composes into
 from slurm_cluster import slurm_cluster, slurm_two_nodes  # noqa: F401,E402  SLURM test clusters for the session
@@ -50,14 +53,34 @@ def _composed(overrides: tuple):
         return compose(config_name="config", overrides=list(overrides))
 
 
+@functools.lru_cache(maxsize=None)
+def _is_group(key: str) -> bool:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return GlobalHydra.instance().config_loader().repository.group_exists(key)
+
+
+def compose_as_hydra(overrides=()):
+    """The config `python -m rn50 OVERRIDES` composes, as Hydra composes it, in a tenth of the time.
+
+    Hydra builds the defaults list from the overrides that choose config groups (and its own), composes
+    it, then sets every other override on the result in the order given (ConfigLoaderImpl.
+    _apply_overrides_to_config). Here the first part is composed once a session for each set of
+    choices, and the values are set on a copy with Hydra's own function: the same config and the same
+    errors, where each compose took ~0.1 s and the unit tests spent most of their time composing."""
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    if any(o.is_sweep_override() for o in parsed):
+        return copy.deepcopy(_composed(tuple(overrides)))  # Hydra refuses these itself
+    chooses = [o.is_hydra_override() or o.package is not None or _is_group(o.key_or_group) for o in parsed]
+    cfg = copy.deepcopy(_composed(tuple(o.input_line for o, c in zip(parsed, chooses) if c)))
+    ConfigLoaderImpl._apply_overrides_to_config([o for o, c in zip(parsed, chooses) if not c], cfg)
+    return cfg
+
+
 @pytest.fixture
 def compose_cfg():
-    """compose_cfg(overrides): the config `python -m rn50 OVERRIDES` composes. Each call gets its own
-    copy; the same overrides are composed once a session (Hydra takes ~0.1 s a compose)."""
-    def _compose(overrides=()):
-        return copy.deepcopy(_composed(tuple(overrides)))
-
-    return _compose
+    """compose_cfg(overrides): the config `python -m rn50 OVERRIDES` composes (compose_as_hydra).
+    Each call gets its own copy."""
+    return compose_as_hydra
 
 
 @pytest.fixture
