@@ -1,9 +1,10 @@
 """Probe: ResNet's stem max pool (3x3, stride 2, padding 1) as inductor compiles it, against the same pool
 written as maxima of strided slices, which inductor turns into pointwise kernels.
 
-The profile of `experiment=fastest` on an H100 (docs/benchmarks.md, "Fused frontier") puts the stem pool's
-backward at 2.9 ms and its forward at 0.7 ms of a 79 ms step: inductor stores the argmax offsets in the forward
-and scatters through them in the backward. The pool's input is the stem's ReLU output, so it is never negative:
+The profile of `experiment=fastest` on an H100 (docs/data/2026-11-26-h100-frontier/fastest_profile/kernels.csv)
+puts the stem pool's backward, fused with the add of the two gradients that reach its output, at 2.9 ms and its
+forward at 0.7 ms of a 79 ms step: inductor stores the argmax offsets in the forward, and in the backward each
+input element gathers the gradient of the windows whose offset points at it. The pool's input is the stem's ReLU output, so it is never negative:
 padding with zeros instead of -inf gives the same maxima, and the pool becomes nine strided slices of the padded
 input and their maximum (`shifted`), or three and three (`separable`: the maximum over columns, then over rows).
 The backward is then autograd's maximum backward, recomputed pointwise, with no offsets stored. Where two
@@ -55,9 +56,9 @@ VARIANTS = {"max_pool": lambda: nn.MaxPool2d(3, 2, 1), "shifted": ShiftedMax, "s
 
 def check(device):
     """Each variant against MaxPool2d behind the stem's ReLU (odd and even sizes, fp32 and fp16): the forward
-    exactly, and the gradient at the ReLU's input, which differs beyond rounding (an element that is the
-    maximum of several windows sums their gradients in another order) only where a window holds two equal
-    positive maxima (torch.maximum splits the gradient between them)."""
+    exactly, and the gradient at the ReLU's input. In fp32 that differs only in the order of a sum (an element
+    that is the maximum of several windows); in fp16 the 1e-3 threshold is about one rounding step, and what
+    crosses it is ties between two positive values (torch.maximum splits the gradient) and rounding."""
     torch.manual_seed(0)
     for dtype in (torch.float32, torch.float16):
         for size in ((2, 8, 112, 112), (2, 8, 15, 17)):
@@ -126,10 +127,12 @@ def step(variant, argv):
 
 
 if __name__ == "__main__":
-    what = sys.argv[1]
+    what = sys.argv[1] if len(sys.argv) > 1 else None
     if what == "check":
         check("cuda" if torch.cuda.is_available() else "cpu")
     elif what == "micro":
         micro(int(sys.argv[3]) if sys.argv[2:3] == ["--batch-size"] else 512)
-    else:
+    elif what == "step" and sys.argv[2:3] and sys.argv[2] in VARIANTS:
         step(sys.argv[2], sys.argv[3:])
+    else:
+        sys.exit(f"usage: {sys.argv[0]} check | micro [--batch-size N] | step {{{','.join(VARIANTS)}}} [rn50.baseline args]")

@@ -62,15 +62,17 @@ def _is_group(key: str) -> bool:
 def compose_as_hydra(overrides=()):
     """The config `python -m rn50 OVERRIDES` composes, as Hydra composes it, in a tenth of the time.
 
-    Hydra builds the defaults list from the overrides that choose config groups (and its own), composes
-    it, then sets every other override on the result in the order given (ConfigLoaderImpl.
-    _apply_overrides_to_config). Here the first part is composed once a session for each set of
-    choices, and the values are set on a copy with Hydra's own function: the same config and the same
-    errors, where each compose took ~0.1 s and the unit tests spent most of their time composing."""
+    Hydra (defaults_list.Overrides) takes the overrides that choose a config group, with a name rather
+    than a dict for a value, to build the defaults list; composes it; then sets every other override on the
+    result in the order given (ConfigLoaderImpl._apply_overrides_to_config). Here the first part is
+    composed once a session for each set of choices, and the rest is set on a copy with Hydra's own
+    function. Overrides that change that path are composed whole, as Hydra composes them: sweeps (which
+    Hydra refuses here), Hydra's own keys and groups (hydra.searchpath adds groups; cfg.hydra is not
+    kept), and packages (key@package). tests/unit/test_compose_helper.py compares the two."""
     parsed = OverridesParser.create().parse_overrides(list(overrides))
-    if any(o.is_sweep_override() for o in parsed):
-        return copy.deepcopy(_composed(tuple(overrides)))  # Hydra refuses these itself
-    chooses = [o.is_hydra_override() or o.package is not None or _is_group(o.key_or_group) for o in parsed]
+    if any(o.is_sweep_override() or o.is_hydra_override() or o.package is not None for o in parsed):
+        return copy.deepcopy(_composed(tuple(overrides)))
+    chooses = [_is_group(o.key_or_group) and not isinstance(o.value(), dict) for o in parsed]
     cfg = copy.deepcopy(_composed(tuple(o.input_line for o, c in zip(parsed, chooses) if c)))
     ConfigLoaderImpl._apply_overrides_to_config([o for o, c in zip(parsed, chooses) if not c], cfg)
     return cfg

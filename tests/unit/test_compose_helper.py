@@ -1,6 +1,6 @@
-"""The tests' compose_cfg (tests/conftest.py: compose_as_hydra) gives what Hydra's compose gives: the
-same config and the same errors. It composes each set of group choices once and sets the other
-overrides afterwards with Hydra's own function; if Hydra changed that order, these would fail."""
+"""The tests' compose_cfg (tests/conftest.py: compose_as_hydra) gives what Hydra's compose gives, for each
+kind of override: the same config, or the same error. It composes each set of group choices once and sets
+the other overrides afterwards with Hydra's own function; if Hydra changed that order, these would fail."""
 
 import pytest
 from hydra.errors import ConfigCompositionException
@@ -12,7 +12,10 @@ SAME = [
     [],
     ["data.batch_size=1", "optim.lr=0.5", "data.batch_size=2"],  # in order: the last one wins
     ["device=cpu", "data.batch_size=4"],  # a profile sets the key; the command line wins
-    ["data.batch_size=4", "hydra.run.dir=elsewhere", "device=cpu"],  # in either order, beside Hydra's own
+    ["data.batch_size=4", "device=cpu"],  # in either order
+    ["data.root=/a", "data={root: /b}"],  # a dict on a group is a value, set in order: /b
+    ["model.arch=resnet18", "model={arch: resnet34}", "model=resnet50"],
+    ["hydra.run.dir=elsewhere", "bench.steps=3"],  # Hydra's own keys: composed whole
     ["precision=amp_static", "precision.loss_scale=1024"],  # a key of the option chosen
     ["model=resnet18", "dist=1n4g", "cluster=slurm", "cluster.partition=gpu", "experiment=fastest"],
     ["data=dali", "data.root=/data", "data.dali.device_memory_padding=0"],
@@ -41,6 +44,8 @@ def test_the_same_config_as_hydras_compose(overrides):
     ["+data.batch_size=8"],  # + on a key that is there
     ["model=resnet19"],  # no such option
     ["data.batch_size=1,2"],  # a sweep, outside --multirun
+    ["bench.steps=three", "hydra.job.chdri=true"],  # the first of two errors, whichever comes first
+    ["data.batch_size@data=8"],  # a package on a key
 ], ids=" ".join)
 def test_the_same_errors_as_hydras_compose(overrides):
     with pytest.raises(Exception) as want:
@@ -48,4 +53,15 @@ def test_the_same_errors_as_hydras_compose(overrides):
     with pytest.raises(type(want.value)) as got:
         compose_as_hydra(overrides)
     assert str(got.value) == str(want.value)
+    assert str(got.value.__cause__) == str(want.value.__cause__)
+
+
+def test_a_group_on_the_command_lines_searchpath_is_a_group(tmp_path):
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "x.yaml").write_text("a: 1\n")
+    overrides = [f"hydra.searchpath=[file://{tmp_path}]", "+extra=x"]
+    with pytest.raises(ConfigCompositionException) as want:  # the schema has no key `extra`
+        _composed(tuple(overrides))
+    with pytest.raises(ConfigCompositionException) as got:
+        compose_as_hydra(overrides)
     assert str(got.value.__cause__) == str(want.value.__cause__)

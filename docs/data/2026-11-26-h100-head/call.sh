@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The defaults on the H200 beside the bare loop (and foreach SGD), then the presets as the budget allows; every run with its proof.
+# Asked for an H200, ran on an H100 (env.txt; the call ran 537 s): the defaults beside the bare loop (and foreach SGD), then the presets as the budget allows; every run with its proof.
 set -u
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --find-links .carry/wh rn50 2>&1 | tail -2
