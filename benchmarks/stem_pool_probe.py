@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fusion_probe import gpu_ms
+
 
 class ShiftedMax(nn.Module):
     """MaxPool2d(3, 2, 1) for inputs that are never negative: the maximum of nine strided slices."""
@@ -54,12 +56,13 @@ class SeparableMax(nn.Module):
 VARIANTS = {"max_pool": lambda: nn.MaxPool2d(3, 2, 1), "shifted": ShiftedMax, "separable": SeparableMax}
 
 
-def check(device):
-    """Each variant against MaxPool2d behind the stem's ReLU (odd and even sizes, fp32 and fp16): the forward
-    exactly, and the gradient at the ReLU's input. In fp32 that differs only in the order of a sum (an element
-    that is the maximum of several windows); in fp16 the 1e-3 threshold is about one rounding step, and what
-    crosses it is ties between two positive values (torch.maximum splits the gradient) and rounding."""
+def check(device) -> list:
+    """Each variant against MaxPool2d behind the stem's ReLU (odd and even sizes, fp32 and fp16), one row each:
+    the forward exactly, and the gradient at the ReLU's input. In fp32 that differs only in the order of a sum
+    (an element that is the maximum of several windows); in fp16 the 1e-3 threshold is about one rounding step,
+    and what crosses it is ties between two positive values (torch.maximum splits the gradient) and rounding."""
     torch.manual_seed(0)
+    rows = []
     for dtype in (torch.float32, torch.float16):
         for size in ((2, 8, 112, 112), (2, 8, 15, 17)):
             z = torch.randn(size, device=device).to(dtype).to(memory_format=torch.channels_last)
@@ -73,17 +76,18 @@ def check(device):
                 got.backward(g)
                 diff = (got_z.grad.float() - want_z.grad.float()).abs()
                 differ = diff > 1e-3 * want_z.grad.float().abs().max()  # more than the order of a sum
-                print(json.dumps({"check": name, "dtype": str(dtype).removeprefix("torch."), "size": size,
-                                  "forward_equal": bool(torch.equal(got, want)),
-                                  "grad_elements_differing": int(differ.sum()), "grad_elements": differ.numel(),
-                                  "grad_max_abs_diff": float(diff.max()),
-                                  "grad_sum_equal": bool(torch.allclose(got_z.grad.float().sum(),
-                                                                        want_z.grad.float().sum(), rtol=1e-3))}))
+                rows.append({"check": name, "dtype": str(dtype).removeprefix("torch."), "size": size,
+                             "forward_equal": bool(torch.equal(got, want)),
+                             "grad_elements_differing": int(differ.sum()), "grad_elements": differ.numel(),
+                             "grad_max_abs_diff": float(diff.max()),
+                             "grad_sum_equal": bool(torch.allclose(got_z.grad.float().sum(),
+                                                                   want_z.grad.float().sum(), rtol=1e-3))})
+    return rows
 
 
 def micro(batch_size):
-    """The pool alone on the stem's output shape, fp16, NHWC, compiled (inductor's default mode):
-    forward and backward, 20 warm-up iterations, then 100 timed between two syncs."""
+    """The pool alone on the stem's output shape, fp16, NHWC, compiled (inductor's default mode): forward and
+    backward, 20 warm-up calls, then 100 timed on the GPU (fusion_probe.gpu_ms, as the other probes time)."""
     x = F.relu(torch.randn(batch_size, 64, 112, 112, device="cuda", dtype=torch.float16))
     x = x.to(memory_format=torch.channels_last).requires_grad_()
     for name, make in VARIANTS.items():
@@ -94,16 +98,8 @@ def micro(batch_size):
             x.grad = None
             pool(x).backward(g)
 
-        for _ in range(20):
-            once()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(100):
-            once()
-        end.record()
-        torch.cuda.synchronize()
-        print(json.dumps({"micro": name, "batch_size": batch_size, "ms_forward_backward": start.elapsed_time(end) / 100}))
+        ms, _ = gpu_ms(once, iters=100, warmup=20)
+        print(json.dumps({"micro": name, "batch_size": batch_size, "ms_forward_backward": ms}))
         torch._dynamo.reset()
 
 
@@ -129,7 +125,8 @@ def step(variant, argv):
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else None
     if what == "check":
-        check("cuda" if torch.cuda.is_available() else "cpu")
+        for row in check("cuda" if torch.cuda.is_available() else "cpu"):
+            print(json.dumps(row))
     elif what == "micro":
         micro(int(sys.argv[3]) if sys.argv[2:3] == ["--batch-size"] else 512)
     elif what == "step" and sys.argv[2:3] and sys.argv[2] in VARIANTS:
