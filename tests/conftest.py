@@ -10,6 +10,7 @@ are importable from every layer: pytest puts this folder on sys.path.
 import copy
 import fcntl
 import functools
+import gc
 import os
 import shutil
 import subprocess
@@ -181,3 +182,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("slurm_two_nodes"))
         elif item.module.__name__ == "test_wheelhouse":
             item.add_marker(pytest.mark.xdist_group("wheelhouse"))
+
+
+def pytest_collection_finish(session):
+    """Collection has imported every test module and what they import (torch, Lightning, Hydra: about
+    half a million objects that live to the end). Frozen, they are left out of every later garbage
+    collection: the interpreter's own during the tests, pytest's at the end and the one at exit, each of
+    which would walk them all again (about 0.2 s each on CI's cores)."""
+    gc.freeze()
