@@ -25,6 +25,7 @@ from rn50.config import schema
 from rn50.config.compilation import check_cuda_graphs
 from rn50.config.schema import Accelerator, Device, dist_name, nodes_gpus
 from rn50.errors import ConfigError
+from rn50.heap import lasting_imports
 from rn50.measure import nvml
 from rn50.options import checks, pipelines
 from rn50.options.components import Options
@@ -169,7 +170,8 @@ def started(cfg: DictConfig, config_yaml: str, out: Path, options: Options) -> I
 def run_rank_here(cfg: DictConfig, out: Path, options: Options) -> Optional[list]:
     """Run this process's rank: torchrun or SLURM started it as one (rn50/rank/here.py). options:
     the run's, from preflight."""
-    from rn50.rank import here  # deferred: only a process that torchrun or SLURM made a rank imports torch
+    with lasting_imports():
+        from rn50.rank import here  # deferred: only a process that torchrun or SLURM made a rank imports torch
 
     return here.run_rank_here(cfg, out, options)
 
