@@ -6,11 +6,14 @@ import gc
 
 @contextlib.contextmanager
 def lasting_imports():
-    """Import what a process keeps to its end: torch, Lightning and what Lightning imports make about
-    half a million objects. While they load, each full garbage collection would walk all of them again
-    (about 2 CPU-s of a rank's start-up on 2 cores), so nothing is collected then; afterwards they are
-    frozen out of every later collection, which keeps those short too, the ones inside a measured
-    window among them. Objects made after it (a run's model, trainer and data) are collected as usual."""
+    """Import what a process keeps to its end (torch, Lightning and what Lightning imports: hundreds of
+    thousands of objects). While they load, every full garbage collection would walk all of them again, so
+    nothing is collected then; afterwards gc.freeze() leaves them out of every later collection, which
+    would otherwise walk them too. Objects made after it (a run's model, trainer and data) are collected as
+    usual. What it saves: docs/benchmarks.md, "A rank's imports frozen out of the garbage collector".
+
+    Use it once per process, before any run's objects exist: gc.freeze() takes every object alive at that
+    moment, garbage not yet collected included, and none of it is collected again."""
     enabled = gc.isenabled()
     gc.disable()
     try:

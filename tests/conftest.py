@@ -185,8 +185,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_collection_finish(session):
-    """Collection has imported every test module and what they import (torch, Lightning, Hydra: about
-    half a million objects that live to the end). Frozen, they are left out of every later garbage
+    """Collection has imported every test module and what they import (torch, Lightning, Hydra: hundreds
+    of thousands of objects that live to the end). Frozen, they are left out of every later garbage
     collection: the interpreter's own during the tests, pytest's at the end and the one at exit, each of
-    which would walk them all again (about 0.2 s each on CI's cores)."""
+    which would walk them all again."""
     gc.freeze()
