@@ -1,19 +1,15 @@
 """benchmarks/fusion_probe.py's pure logic (issue 30): the convolutions it reads off torchvision's ResNet-50 and
 the finalize that turns genstats' sums into batch-norm statistics. The GPU part runs on a GPU only."""
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torchvision.models import resnet50
 
-_spec = importlib.util.spec_from_file_location(
-    "fusion_probe", Path(__file__).parents[2] / "benchmarks" / "fusion_probe.py")
-probe = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(probe)
+from conftest import benchmark_scripts
+
+probe, backward, triton_probe = benchmark_scripts("fusion_probe", "fusion_probe_backward", "triton_conv_probe")
 
 
 @pytest.fixture(scope="module")
@@ -72,18 +68,6 @@ def test_dry_run_lists_the_filtered_layers(capsys):
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 6 and all(r["name"].startswith("layer4") and r["n"] == 512 for r in rows)
     assert "6 distinct convolutions, 10 in all" in err
-
-
-_bspec = importlib.util.spec_from_file_location(
-    "fusion_probe_backward", Path(__file__).parents[2] / "benchmarks" / "fusion_probe_backward.py")
-backward = importlib.util.module_from_spec(_bspec)
-_tspec = importlib.util.spec_from_file_location(
-    "triton_conv_probe", Path(__file__).parents[2] / "benchmarks" / "triton_conv_probe.py")
-triton_probe = importlib.util.module_from_spec(_tspec)
-sys.modules["fusion_probe"] = probe  # they import their sibling, as a script run from benchmarks/ does
-_bspec.loader.exec_module(backward)
-_tspec.loader.exec_module(triton_probe)
-del sys.modules["fusion_probe"]  # no module of that name left behind for other tests
 
 
 def test_the_backward_probe_covers_the_32_convs_whose_input_is_a_bn_relu_output(capsys):

@@ -1,22 +1,13 @@
 """benchmarks/stem_pool_probe.py's pools (issue 30): behind a ReLU they are MaxPool2d(3, 2, 1), forward and
 backward, which the probe's GPU timings take for granted; its own check says so on the CPU. The timings run on a
 GPU only."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from torch import nn
 
-_benchmarks = Path(__file__).parents[2] / "benchmarks"
-_fspec = importlib.util.spec_from_file_location("fusion_probe", _benchmarks / "fusion_probe.py")
-_spec = importlib.util.spec_from_file_location("stem_pool_probe", _benchmarks / "stem_pool_probe.py")
-probe = importlib.util.module_from_spec(_spec)
-sys.modules["fusion_probe"] = importlib.util.module_from_spec(_fspec)  # its timer, as a script run from benchmarks/
-_fspec.loader.exec_module(sys.modules["fusion_probe"])
-_spec.loader.exec_module(probe)
-del sys.modules["fusion_probe"]  # no module of that name left behind for other tests
+from conftest import benchmark_scripts
+
+(probe,) = benchmark_scripts("stem_pool_probe")
 
 
 @pytest.fixture(scope="module")
