@@ -2,6 +2,7 @@
 
 import contextlib
 import gc
+import time
 
 
 @contextlib.contextmanager
@@ -22,3 +23,28 @@ def lasting_imports():
         gc.freeze()
         if enabled:
             gc.enable()
+
+
+class Collections:
+    """The garbage collector's passes while `counting` is on (gc.callbacks): how many, and the host
+    milliseconds they took. A rank counts those inside its measured windows, where each pass stops
+    the host from queueing work."""
+
+    def __init__(self):
+        self.count, self.ms, self.counting = 0, 0.0, False
+        self._started = None
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter() if self.counting else None
+        elif self._started is not None:
+            self.count += 1
+            self.ms += 1e3 * (time.perf_counter() - self._started)
+            self._started = None
+
+    def __enter__(self) -> "Collections":
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.callbacks.remove(self)

@@ -46,6 +46,7 @@ TINY = [
     "data.batch_size=4",
     "bench.warmup_steps=1",
     "bench.steps=2",
+    "bench.comm_iters=2",
 ]
 
 

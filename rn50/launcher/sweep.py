@@ -109,6 +109,8 @@ class SweepCallback(Callback):
             rows = report.collect(uri, parent_run_id=parent)
             footer = report.time_line(rows, time.time() - STARTED, int(STARTED * 1000))  # this command's
             files = report.write(rows, sweep_dir, footer)
+            for run_id, metrics in report.scaling_metrics(rows).items():  # the benchmark view's columns
+                tracking.log_results(uri, run_id, metrics)
             tracking.log_results(uri, parent, {}, artifacts=map(str, files))
             tracking.set_description(uri, parent, report.description(rows))
             failed = [r for r in rows if r["status"] != "FINISHED"]

@@ -1,11 +1,13 @@
 """What measuring needs of torch, in a rank and the bare loop: the clock that marks step boundaries
-on the device's timeline (rn50/measure/timing.py's WindowTimer reads it), and NVML's handle of
-torch's CUDA device. The launcher, which reads windows but makes none, never imports this module."""
+on the device's timeline (rn50/measure/timing.py's WindowTimer reads it), NVML's handle of
+torch's CUDA device, and the all-reduce timed apart from the steps (rn50/measure/comm.py). The
+launcher, which reads windows but makes none, never imports this module."""
 
 import time
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from rn50.measure import nvml
 
@@ -38,3 +40,32 @@ def handle_for_cuda_device(index: int):
     handles = nvml.library()
     uuid = str(torch.cuda.get_device_properties(index).uuid)
     return handles.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+
+
+def gradient_bytes(module: torch.nn.Module) -> int:
+    """The bytes of one set of the module's gradients: what DDP all-reduces every step."""
+    return sum(p.numel() * p.element_size() for p in module.parameters() if p.requires_grad)
+
+
+def allreduce_ms(nbytes: int, device: torch.device, iters: int) -> float:
+    """Milliseconds of one all-reduce of nbytes (as float32) over the default process group: the
+    mean of `iters` back to back, after as many untimed ones up to nccl-tests' 5, synchronized only
+    at the two edges (nccl-tests' way). Every rank of the group calls it together."""
+    buffer = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
+    for _ in range(min(5, iters)):
+        dist.all_reduce(buffer)
+    cuda = device.type == "cuda"
+    if cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+    dist.barrier()  # every rank starts together, as nccl-tests' ranks do
+    if cuda:
+        start.record()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(buffer)
+    if cuda:
+        end.record()
+        torch.cuda.synchronize(device)
+        return start.elapsed_time(end) / iters
+    return (time.perf_counter() - t0) * 1e3 / iters

@@ -22,6 +22,26 @@ def set_cuda_connections() -> None:
     os.environ.setdefault(CONNECTIONS_ENV, "32")
 
 
+CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def compile_cache_dir() -> str:
+    """Where torch.compile keeps what it compiled for this rank: TORCHINDUCTOR_CACHE_DIR where the
+    user set it, else rn50/torchinductor under the user's cache directory ($XDG_CACHE_HOME, or
+    ~/.cache), and not inductor's own /tmp/torchinductor_USER, which a reboot or a fresh container
+    empties. One place per user and host: every rank of a run, and every later run, reads what the
+    first compiled (inductor's FX graph, autotuning and Triton caches all live under it)."""
+    if CACHE_ENV in os.environ:
+        return os.environ[CACHE_ENV]
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(home, "rn50", "torchinductor")
+
+
+def set_compile_cache() -> None:
+    """Point inductor at compile_cache_dir(); read when it first compiles, so before any compile."""
+    os.environ[CACHE_ENV] = compile_cache_dir()
+
+
 def _version(dist: str) -> str:
     try:
         return metadata.version(dist)

@@ -207,3 +207,20 @@ def visible_gpu_count() -> int:
             break
         shown += 1
     return min(shown, count)
+
+
+def has_nvlink(handle) -> Optional[bool]:
+    """Whether the GPU has an active NVLink (where NCCL's P2P transport then goes); None where NVML
+    cannot say."""
+    nvml = library()
+    try:
+        links = nvml.NVML_NVLINK_MAX_LINKS
+        for link in range(links):
+            try:
+                if nvml.nvmlDeviceGetNvLinkState(handle, link) == nvml.NVML_FEATURE_ENABLED:
+                    return True
+            except nvml.NVMLError:  # a link index the GPU does not have
+                continue
+        return False
+    except Exception:  # no NVML: the transport says P2P alone
+        return None

@@ -23,6 +23,9 @@ class Window:
     """Device time between consecutive step boundaries."""
     wait_s: float = 0.0
     """Host time spent between a step's end and the next step's start: waiting for input."""
+    lead_ms: List[float] = field(default_factory=list)
+    """For each step, how long after the host had queued its end the device reached it: how far the
+    host ran ahead. Near 0 the device had caught up and waited for the host. Empty on a CPU."""
 
 
 @dataclass
@@ -48,6 +51,7 @@ class WindowTimer:
     on_edge: Optional[Callable[[int], None]] = None
     windows: List[Window] = field(default_factory=list)
     _marks: List[Any] = field(default_factory=list)
+    _queued: List[float] = field(default_factory=list)  # the host clock at each mark
     _started: float = 0.0
     _step: int = 0
     _wait: float = 0.0
@@ -79,25 +83,39 @@ class WindowTimer:
         self._last_end = self.now()
 
     def _mark(self, at_edge: bool) -> None:
-        mark = self.clock.mark()
+        mark, queued = self.clock.mark(), self.now()
         if not at_edge:
             self._marks.append(mark)
+            self._queued.append(queued)
             return
         # A window edge: the only place the host waits for the device.
         self.clock.sync()
         t = self.now()
         if self._marks:
             self._marks.append(mark)
+            self._queued.append(queued)
             ms = [self.clock.elapsed_ms(a, b) for a, b in zip(self._marks, self._marks[1:])]
-            self.windows.append(Window(t - self._started, ms, self._wait))
-            self._marks = []
+            self.windows.append(Window(t - self._started, ms, self._wait, self._leads(ms)))
+            self._marks, self._queued = [], []
         if self.on_edge is not None:
             self.on_edge(len(self.windows))
         if len(self.windows) < self.repeats:
             if self.on_edge is not None:
                 self.clock.sync()  # whatever device work the edge queued ends before the window opens
                 mark, t = self.clock.mark(), self.now()
-            self._started, self._marks, self._wait = t, [mark], 0.0
+            self._started, self._marks, self._queued, self._wait = t, [mark], [t], 0.0
+
+    def _leads(self, step_ms: List[float]) -> List[float]:
+        """Each step's host lead: the device reached the step's end mark (the window's first mark, made
+        on an idle device right after a sync, plus the steps' device times) this long after the host
+        had queued it. A clock without a device timeline (the CPU's) has none."""
+        if not getattr(self.clock, "cuda", False):
+            return []
+        device_s, leads = self._queued[0], []
+        for ms, queued in zip(step_ms, self._queued[1:]):
+            device_s += ms / 1e3
+            leads.append(1e3 * (device_s - queued))
+        return leads
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -120,6 +138,8 @@ def slowest(per_rank: Sequence[Sequence[Window]]) -> List[Window]:
                 seconds=max(w.seconds for w in windows),
                 step_ms=[max(s) for s in zip(*(w.step_ms for w in windows))],
                 wait_s=max(w.wait_s for w in windows),
+                # the rank whose host was furthest behind, step by step
+                lead_ms=[min(s) for s in zip(*(w.lead_ms for w in windows))],
             )
         )
     return merged
@@ -142,7 +162,23 @@ def summarize(windows: Sequence[Window], batch_size: int, world_size: int) -> Di
         "step_time/mean_ms": statistics.fmean(steps_ms),
         "window/seconds_total": sum(w.seconds for w in windows),
         "data/wait_pct": 100.0 * sum(w.wait_s for w in windows) / sum(w.seconds for w in windows),
+        **host_lead(windows),
     }
+
+
+# A step whose end the device reached within this long of the host queueing it: the device had
+# run out of queued work and waited for the host.
+HOST_BOUND_MS = 1.0
+
+
+def host_lead(windows: Sequence[Window]) -> Dict[str, float]:
+    """host/lead_median_ms, host/lead_min_ms and host/bound_steps_pct (steps whose lead was under
+    HOST_BOUND_MS): whether the host kept ahead of the device. Nothing where no lead was measured."""
+    leads = [ms for w in windows for ms in w.lead_ms]
+    if not leads:
+        return {}
+    return {"host/lead_median_ms": statistics.median(leads), "host/lead_min_ms": min(leads),
+            "host/bound_steps_pct": 100.0 * sum(ms < HOST_BOUND_MS for ms in leads) / len(leads)}
 
 
 def window_images_per_sec(windows: Sequence[Window], batch_size: int, world_size: int) -> List[float]:

@@ -56,8 +56,9 @@ NOT_MEASURED = RECORDED + LAUNCHED + PROFILE
 """A point's identity (config_hash, sweep.resume): everything counts but where it is recorded and
 how it is started."""
 NOT_IMAGES_PER_SEC = RECORDED + ("dry_run",) + PROFILE + WATCHED + DERIVED + PLACED + PROFILER_OWN + (
-    "bench.repeats", "dist.accelerator")
-"""Runs of one point for rn50.compare: also the number of windows (more measure the same figure)
+    "bench.repeats", "bench.comm_iters", "dist.accelerator")
+"""Runs of one point for rn50.compare: also the number of windows (more measure the same figure), the
+all-reduces timed after them
 and dist.accelerator, which compare replaces by the device kind the run used (so `auto` on a GPU
 host matches `gpu`)."""
 NOT_REPORT_SETUP = ("dist.", "profiler.") + WATCHED + PLACED + RECORDED + PROFILE
@@ -86,7 +87,7 @@ LATER_KEYS = {
     "data.dali.cpu_decode_share": 0.0, "data.dali.hybrid_huffman_threshold": 1_000_000,
     "data.dali.affine": True, "data.dali.cpu_prefetch_queue_depth": None,
     "data.dali.stream_policy": "default", "data.dali.concurrency": "default",
-    "data.dali.training_stream": "default", "dist.interface": None,
+    "data.dali.training_stream": "default", "dist.interface": None, "bench.comm_iters": 20,
 }
 
 

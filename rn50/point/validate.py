@@ -41,6 +41,7 @@ def validate(cfg: DictConfig, options: Optional[Options] = None) -> DictConfig:
     _positive(cfg, "bench.warmup_steps", "use 1 or more: the first step autotunes and compiles")
     _positive(cfg, "bench.steps", "use 1 or more measured steps")
     _positive(cfg, "bench.repeats", "use 1 or more measured windows")
+    _positive(cfg, "bench.comm_iters", "use 0 to time no all-reduce, or 1 or more (nccl-tests times 20)", 0)
     _positive(cfg, "telemetry.interval_s", "use a positive sampling interval", 0.01)
     pipelines.Dali.check_keys(cfg)
     options = options or Options.of(cfg)

@@ -140,11 +140,19 @@ def kernel_table(work: Sequence[Span]) -> List[Dict]:
     return sorted(rows, key=lambda r: -r["total_ms"])
 
 
-def summarize(work: Sequence[Span], window: Tuple[float, float]) -> Dict[str, float]:
-    """profile/device_busy_pct, profile/window_ms and profile/<kind>_pct for every kind."""
+def summarize(work: Sequence[Span], window: Tuple[float, float], steps: int) -> Dict[str, float]:
+    """profile/device_busy_pct, profile/window_ms, profile/<kind>_pct for every kind, and the
+    communication of one step: comm_ms_per_step (the union of the collectives' kernels) and
+    comm_exposed_ms_per_step, the part of it during which no other kernel ran. On a rank of
+    several that is the all-reduce nothing hid, waits for slower peers included."""
     lo, hi = window
-    metrics = {"profile/device_busy_pct": 100.0 * union_us(work, lo, hi) / (hi - lo),
-               "profile/window_ms": (hi - lo) / 1e3}
+    busy = union_us(work, lo, hi)
+    comm = [s for s in work if classify(s.name) == "communication"]
+    compute = [s for s in work if classify(s.name) != "communication"]
+    metrics = {"profile/device_busy_pct": 100.0 * busy / (hi - lo),
+               "profile/window_ms": (hi - lo) / 1e3,
+               "profile/comm_ms_per_step": union_us(comm, lo, hi) / 1e3 / steps,
+               "profile/comm_exposed_ms_per_step": (busy - union_us(compute, lo, hi)) / 1e3 / steps}
     by_kind = defaultdict(float)
     for row in kernel_table(work):
         by_kind[row["category"]] += row["time_pct"]
@@ -170,6 +178,7 @@ class TorchProfile(pl.Callback):
         self.schedule = torch.profiler.schedule(
             wait=profiler_cfg.wait, warmup=profiler_cfg.warmup, active=profiler_cfg.active, repeat=1)
         self.total = profiler_cfg.wait + profiler_cfg.warmup + profiler_cfg.active
+        self.active = profiler_cfg.active
         self.first_step, self.cuda, self.out = first_step, device_type == "cuda", out
         self._step = 0
         self._prof = None
@@ -219,7 +228,7 @@ class TorchProfile(pl.Callback):
         trace, table = self.out / "trace.json.gz", self.out / "kernels.csv"
         prof.export_chrome_trace(str(trace))
         write_table(table, kernel_table(work))
-        self._metrics = summarize(work, step_window(events))
+        self._metrics = summarize(work, step_window(events), self.active)
         self._files = [trace, table]
 
 

@@ -5,8 +5,10 @@ import time
 from typing import Callable, Optional, TextIO
 
 import pytorch_lightning as pl
+from torch._dynamo.utils import counters
 
 from rn50.console import terminal
+from rn50.measure import environment
 from rn50.measure.meter import INTERVAL_S, Meter, _duration, _is_tty, rate_text
 
 
@@ -30,8 +32,13 @@ class Progress(pl.Callback):
     def __init__(self, total_warmup: int, total_measured: int, batch_size: int, world_size: int,
                  total_after: int = 0, stream: Optional[TextIO] = None,
                  clock: Callable[[], float] = time.perf_counter, tty: Optional[bool] = None,
-                 interval_s: float = INTERVAL_S, prefix: str = "rn50:", heartbeat: bool = True):
+                 interval_s: float = INTERVAL_S, prefix: str = "rn50:", heartbeat: bool = True,
+                 compiling: bool = False):
         self.phases = [(f"{prefix} warm-up", total_warmup), (f"{prefix} measuring", total_measured)]
+        self.prefix = prefix
+        # torch.compile compiles in the first step: say so while it runs, and what it found cached after
+        self.compiling = compiling
+        self._cache_counts = (0, 0)
         if total_after:
             self.phases.append((f"{prefix} profiling", total_after))
         self.images_per_step = batch_size * world_size
@@ -52,6 +59,9 @@ class Progress(pl.Callback):
                                heartbeat=self.heartbeat)
         if phase == 1:
             self.measure_start = self.clock()
+        if phase == 0 and self.compiling and self.meter is not None:
+            self.meter.note = compiling_note()  # the heartbeat's lines carry it until the first step ends
+            self._cache_counts = cache_counts()  # a warm rank compiled earlier runs' graphs too
 
     def _rate(self) -> str:
         elapsed = self.clock() - self.measure_start
@@ -74,6 +84,10 @@ class Progress(pl.Callback):
             return
         self.in_phase += 1
         measuring = self.phase == 1
+        if self.compiling and self.phase == 0 and self.in_phase == 1:
+            hits, misses = (now - before for now, before in zip(cache_counts(), self._cache_counts))
+            print(f"{self.prefix} {compiled_line(self.clock() - self.meter.started, hits, misses)}", file=self.stream,
+                  flush=True)
         if self.in_phase < self.meter.total:
             self.meter.update(self.in_phase, self._rate() if measuring else "")
             return
@@ -90,6 +104,31 @@ class Progress(pl.Callback):
         """A failed run: the line says where it stopped, and its heartbeat stops with it (a pool's
         rank lives on after the run)."""
         self.on_train_end(trainer, pl_module)
+
+
+def compiling_note() -> str:
+    return (f"compiling (torch.compile: minutes the first time these settings run, seconds once cached in "
+            f"{environment.compile_cache_dir()})")
+
+
+def cache_counts() -> tuple:
+    """Inductor's own counts of its FX graph cache in this process so far: (hits, misses)."""
+    return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+
+
+def compiled_line(seconds: float, hits: int, misses: int) -> str:
+    """'first step, with the compile, in 4 min 51 s: 14 graphs compiled and cached in DIR', or '...: 14
+    graphs loaded from the cache in DIR': what the first step's compile found in inductor's FX graph cache."""
+    where = environment.compile_cache_dir()
+    if hits and not misses:
+        what = f"{hits} graph{'s' * (hits != 1)} loaded from the cache in {where}"
+    elif misses and not hits:
+        what = f"{misses} graph{'s' * (misses != 1)} compiled and cached in {where}"
+    elif hits:
+        what = f"{hits} graph(s) loaded from the cache in {where}, {misses} compiled"
+    else:
+        what = f"no graph went through inductor's FX graph cache in {where}"
+    return f"first step, with the compile, in {_duration(seconds)}: {what}"
 
 
 class EpochProgress(pl.Callback):

@@ -23,11 +23,12 @@ import pytorch_lightning as pl
 import torch
 
 from rn50 import console
+from rn50.config.compilation import compile_mode
 from rn50.config.schema import Accelerator, TrainName
 from rn50.config.typed import typed
 from rn50.distributed import peers
 from rn50.errors import error_line, failure_kind
-from rn50.measure import environment
+from rn50.measure import comm, environment
 from rn50.options.components import Options
 from rn50.pool import POOL_ENV, rank_log
 from rn50.rank import batch_search, training
@@ -40,6 +41,8 @@ from rn50.recipe.precision import set_math_mode
 from rn50.results.summary import RankResult
 
 environment.set_cuda_connections()  # before this rank makes its CUDA context
+comm.log_transports()  # before NCCL starts: the transport its channels take is in its log
+environment.set_compile_cache()  # before anything compiles: one cache for the host's ranks and later runs
 
 
 def load_config(text: str):
@@ -77,7 +80,7 @@ def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]
     world = cfg.dist.nodes * cfg.dist.gpus_per_node
     # After the throughput callback, whose window-edge sync comes first; reads the host clock only.
     progress = Progress(cfg.bench.warmup_steps, cfg.bench.steps * cfg.bench.repeats, cfg.data.batch_size, world,
-                        total_after=profiled)
+                        total_after=profiled, compiling=compile_mode(cfg.model) is not None)
     trainer = build_trainer(cfg, device_type, [throughput, progress, *extras], first_profiled + profiled, out,
                             options)
     trainer.fit(model, datamodule=options.data.build(cfg, endless=True))  # as pipelines.build

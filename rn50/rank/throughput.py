@@ -1,6 +1,7 @@
 """The Lightning callback that times the measured windows, samples the GPU during them, and keeps
 what proves the run trained: each step's loss and the steps its loss scaler skipped (rn50/measure/trained.py)."""
 
+import gc
 import os
 import socket
 import time
@@ -9,8 +10,9 @@ from typing import List, Optional
 import pytorch_lightning as pl
 import torch
 
-from rn50.measure import nvml
-from rn50.measure.device import DeviceClock, handle_for_cuda_device
+from rn50.heap import Collections
+from rn50.measure import comm, nvml
+from rn50.measure.device import DeviceClock, allreduce_ms, gradient_bytes, handle_for_cuda_device
 from rn50.measure.timing import WindowTimer
 from rn50.recipe import scalers
 from rn50.results.summary import RankResult, usable_cores
@@ -25,7 +27,9 @@ class ThroughputCallback(pl.Callback):
         )
         self.device_type = device_type
         self.interval_s = telemetry_cfg.interval_s
+        self.comm_iters = bench_cfg.comm_iters
         self.sampler = None
+        self._handle = None  # NVML's, of this rank's GPU
         self.first_step_at = 0.0
         self.warmup_s: Optional[float] = None
         self._first_step_perf = 0.0
@@ -35,10 +39,12 @@ class ThroughputCallback(pl.Callback):
         # Each step's loss as the device tensor Lightning already cloned for this hook: keeping
         # it costs no kernel and no sync; all are read once, after the last step.
         self._losses: List[torch.Tensor] = []
+        self.collections = Collections()  # the garbage collector's passes inside the windows
 
     def setup(self, trainer, pl_module, stage):
+        gc.callbacks.append(self.collections)
         if self.device_type == "cuda":
-            handle = handle_for_cuda_device(trainer.strategy.root_device.index)
+            handle = self._handle = handle_for_cuda_device(trainer.strategy.root_device.index)
             self.sampler = nvml.Sampler(lambda: nvml.read(handle), self.interval_s,
                                         energy_counter=lambda: nvml.energy_mj(handle))
 
@@ -58,12 +64,17 @@ class ThroughputCallback(pl.Callback):
         sign = 1 if was_measuring else -1  # a window ends: add its time; one starts: subtract
         self._cpu_s += sign * time.process_time()
         self._wall_s += sign * time.perf_counter()
+        self.collections.counting = self.timer.measuring
         if self.sampler is None:
             return
         if self.timer.measuring:
             self.sampler.start()
         else:
             self.sampler.stop()
+
+    def teardown(self, trainer, pl_module, stage):
+        if self.collections in gc.callbacks:
+            gc.callbacks.remove(self.collections)
 
     def on_train_end(self, trainer, pl_module):
         if len(self.timer.windows) < self.timer.repeats:
@@ -85,6 +96,9 @@ class ThroughputCallback(pl.Callback):
             first_step_at=self.first_step_at,
             warmup_s=self.warmup_s or 0.0,
             **self._training_proof(trainer),
+            **self._communication(trainer, pl_module),
+            gc_collections=self.collections.count,
+            gc_ms=self.collections.ms,
         )
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             gathered = [None] * torch.distributed.get_world_size()
@@ -93,9 +107,23 @@ class ThroughputCallback(pl.Callback):
             gathered = [mine]
         self.ranks = gathered if trainer.is_global_zero else None
 
+    def _communication(self, trainer, pl_module) -> dict:
+        """A rank of several: its gradients' all-reduce timed alone (rn50/measure/comm.py), after the
+        last step and so outside every window, and the transport NCCL chose for it."""
+        if trainer.world_size < 2 or self.comm_iters < 1:
+            return {}
+        nbytes = gradient_bytes(pl_module)
+        ms = allreduce_ms(nbytes, trainer.strategy.root_device, self.comm_iters)
+        if self.device_type == "cuda":
+            transport = comm.transports(nvml.has_nvlink(self._handle) if self._handle else None)
+        else:  # gloo
+            transport = torch.distributed.get_backend() if torch.distributed.is_initialized() else None
+        return dict(allreduce_ms=ms, allreduce_bytes=nbytes, transport=transport)
+
     def _training_proof(self, trainer) -> dict:
         """Every step's loss, the scaler's skipped steps and its final scale, read now that the
         device is done (one wait, outside the windows)."""
         losses = torch.stack([loss.detach() for loss in self._losses]).float().tolist()
         self._losses = []
         return dict(losses=losses, **scalers.read(getattr(trainer.precision_plugin, "scaler", None), len(losses)))
+

@@ -44,6 +44,9 @@ class Point:
     trained: str = "not recorded"
     """The proof that its runs trained (rn50/measure/trained.py): the loss across the window and the steps
     skipped in it, of the run that learned least; runs from before rn50 recorded it say so."""
+    comm: str = "-"
+    """Its runs' gradient all-reduce timed alone (rn50/measure/comm.py), medians: '1.90 ms, 210 GB/s';
+    '-' for one device, or runs from before rn50 timed it."""
 
     def cell(self) -> str:
         spread = f" ({report.rounded(self.low)}–{report.rounded(self.high)})" if self.high > self.low else ""
@@ -126,8 +129,18 @@ def points(runs: list, side: str, spec: str, keys: frozenset) -> Dict[str, Point
         lows = [r.data.metrics.get("throughput/images_per_sec_min", f) for r, f in zip(group, figures)]
         highs = [r.data.metrics.get("throughput/images_per_sec_max", f) for r, f in zip(group, figures)]
         out[key] = Point(label(group[0]), statistics.median(figures), min(lows + figures), max(highs + figures),
-                         len(group), proof_cell(group))
+                         len(group), proof_cell(group), comm_cell(group))
     return out
+
+
+def comm_cell(runs: list) -> str:
+    """The median all-reduce time and bus bandwidth of the runs that timed one; '-' where none did."""
+    timed = [r.data.metrics for r in runs if "comm/allreduce_ms" in r.data.metrics]
+    if not timed:
+        return "-"
+    ms = statistics.median(m["comm/allreduce_ms"] for m in timed)
+    busbw = statistics.median(m.get("comm/busbw_GBps", 0.0) for m in timed)
+    return f"{report.rounded(ms)} ms, {report.rounded(busbw)} GB/s"
 
 
 def proof_cell(runs: list) -> str:
@@ -188,11 +201,15 @@ def compare(base: Dict[str, Point], cand: Dict[str, Point], tolerance: float) ->
 
 
 def markdown(rows, tolerance: float) -> str:
-    lines = ["| point | base images/sec | candidate images/sec | ratio | verdict | base trained | candidate trained |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    """The table; the all-reduce columns where a point of either side timed one (several devices)."""
+    comm = any(b.comm != "-" or c.comm != "-" for _, b, c, _ in rows)
+    extra = " base all-reduce | candidate all-reduce |" if comm else ""
+    lines = [f"| point | base images/sec | candidate images/sec | ratio | verdict |{extra} base trained "
+             "| candidate trained |", "|" + " --- |" * (9 if comm else 7)]
     for name, b, c, v in rows:
-        lines.append(f"| {name} | {b.cell()} | {c.cell()} | {c.images_per_sec / b.images_per_sec:.3f} | {v} "
-                     f"| {b.trained} | {c.trained} |")
+        cells = f" {b.comm} | {c.comm} |" if comm else ""
+        lines.append(f"| {name} | {b.cell()} | {c.cell()} | {c.images_per_sec / b.images_per_sec:.3f} | {v} |"
+                     f"{cells} {b.trained} | {c.trained} |")
     counts = defaultdict(int)
     for *_, v in rows:
         counts[v] += 1

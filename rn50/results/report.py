@@ -31,11 +31,16 @@ NOT_SETUP = NOT_REPORT_SETUP
 # The MFU peak table is the same data in every run; mfu.peak_tflops (an override) stays.
 PEAK_TABLE = "mfu.peaks."
 # Column keys stay as they are (CSV and JSON readers use them); headers name the device kind.
+COMM_COLUMNS = ("allreduce_ms", "busbw_GBps", "comm_exposed_ms", "comm_hidden_pct", "transport")
 COLUMNS = [
     ("model", "model"), ("nodes", "nodes"), ("gpus", "{devices}"), ("precision", "precision"),
     ("batch_per_gpu", "batch per {device}"),
     ("images_per_sec_median", "images/sec median"), ("images_per_sec_mean", "images/sec mean"),
     ("speedup", "speedup"), ("scaling_efficiency_pct", "scaling eff. %"),
+    # Communication (rn50/measure/comm.py): the gradients' all-reduce timed alone, and how much of it a
+    # step showed: its step time less its 1-device reference's (add_scaling).
+    ("allreduce_ms", "all-reduce ms"), ("busbw_GBps", "bus GB/s"), ("comm_exposed_ms", "exposed ms/step"),
+    ("comm_hidden_pct", "hidden %"), ("transport", "transport"),
     ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"), ("mfu_pct", "MFU %"),
     ("images_per_joule", "images/J"), ("joules_per_image", "J/image"),
     # The proof that the run trained (rn50/measure/trained.py): a figure counts only if it did.
@@ -92,6 +97,8 @@ def _row(run) -> Dict:
         "batch_per_gpu": batch_per_gpu(p, m),
         "images_per_sec_median": m.get("throughput/images_per_sec") if comparable else None,
         "images_per_sec_mean": m.get("throughput/images_per_sec_mean") if comparable else None,
+        "allreduce_ms": m.get("comm/allreduce_ms"), "busbw_GBps": m.get("comm/busbw_GBps"),
+        "transport": t.get("comm_transport"),
         "gpu_utilization_pct": m.get("gpu/utilization_pct"),
         "data_wait_pct": m.get("data/wait_pct"),
         "mfu_pct": m.get("mfu_pct") if comparable else None,
@@ -137,9 +144,64 @@ def add_scaling(rows: List[Dict]) -> List[Dict]:
         ok = r["status"] == "FINISHED" and r["images_per_sec_median"] and ref
         r["speedup"] = r["images_per_sec_median"] / ref if ok else None
         r["scaling_efficiency_pct"] = 100.0 * r["speedup"] / r["gpus"] if ok else None
+        r["comm_exposed_ms"] = r["comm_hidden_pct"] = None
+        if ok and r["gpus"] > 1 and r.get("batch_per_gpu"):
+            r["comm_exposed_ms"], r["comm_hidden_pct"] = exposed(r, ref)
         if r["status"] != "FINISHED":
             r["status"] = f"{r['status']} ({r['failure']})" if r["failure"] else r["status"]
     return rows
+
+
+def exposed(row: Dict, ref_images_per_sec: float) -> Tuple[float, Optional[float]]:
+    """(ms, %): what a step of several devices took beyond its 1-device reference's step (the
+    communication no compute hid, and DDP's own work), never below 0 (noise); and the share of the
+    timed all-reduce hidden behind compute, where the run timed one."""
+    step_ms = 1e3 * row["batch_per_gpu"] * row["gpus"] / row["images_per_sec_median"]
+    ref_ms = 1e3 * row["batch_per_gpu"] / ref_images_per_sec
+    extra = max(0.0, step_ms - ref_ms)
+    allreduce = row.get("allreduce_ms")
+    hidden = 100.0 * min(1.0, max(0.0, 1 - extra / allreduce)) if allreduce else None
+    return extra, hidden
+
+
+def scaling_metrics(rows: List[Dict]) -> Dict[str, Dict[str, float]]:
+    """What a sweep found of each point against its 1-device reference, as the point's metrics:
+    scaling/speedup, scaling/efficiency_pct, comm/exposed_ms_per_step and comm/hidden_pct."""
+    found = {}
+    for r in rows:
+        if r.get("speedup") is None or r["gpus"] < 2:
+            continue
+        metrics = {"scaling/speedup": r["speedup"], "scaling/efficiency_pct": r["scaling_efficiency_pct"],
+                   "comm/exposed_ms_per_step": r["comm_exposed_ms"]}
+        if r.get("comm_hidden_pct") is not None:
+            metrics["comm/hidden_pct"] = r["comm_hidden_pct"]
+        found[r["run_id"]] = metrics
+    return found
+
+
+def scaling_lines(rows: List[Dict]) -> List[str]:
+    """A sentence per finished point of several devices: '4 GPUs: 94.2% scaling; all-reduce 1.9 ms at
+    210 GB/s over P2P/NVLink, 0.4 ms of it exposed per step (79% hidden)'."""
+    lines = []
+    for r in rows:
+        if r["gpus"] < 2 or r.get("scaling_efficiency_pct") is None:
+            continue
+        one, many = DEVICE_NAMES[r.get("accelerator", "cuda")]
+        text = (f"{r['model']} {r['precision']} bs{r['batch_per_gpu']}, {r['gpus']} {many}: "
+                f"{r['scaling_efficiency_pct']:.1f}% scaling")
+        if r.get("allreduce_ms"):
+            over = f" over {r['transport']}" if r.get("transport") else ""
+            text += f"; all-reduce {rounded(r['allreduce_ms'])} ms at {rounded(r['busbw_GBps'])} GB/s{over}, "
+            if r["comm_exposed_ms"] <= r["allreduce_ms"]:
+                text += (f"{rounded(r['comm_exposed_ms'])} ms of it exposed per step "
+                         f"({r['comm_hidden_pct']:.0f}% hidden)")
+            else:  # the step grew by more than the all-reduce takes alone
+                text += (f"and a step takes {rounded(r['comm_exposed_ms'])} ms more than on 1 {one}: more than the "
+                         "all-reduce alone, so DDP's own work (bucket copies, kernels beside the collective) shows too")
+        else:
+            text += f"; {rounded(r['comm_exposed_ms'])} ms per step beyond 1 {one}'s (no all-reduce timed)"
+        lines.append(text)
+    return lines
 
 
 def collect(uri: str, parent_run_id: Optional[str] = None, experiment: Optional[str] = None,
@@ -212,7 +274,9 @@ def columns(rows: List[Dict]) -> List[Tuple[str, str]]:
     """(key, header) of the table: device columns named for what ran; GPU util only where GPUs ran."""
     one, many = device_names(rows)
     gpus = any(r.get("accelerator", "cuda") == "cuda" for r in rows)
-    cols = [(k, h.format(device=one, devices=many)) for k, h in COLUMNS if k != "gpu_utilization_pct" or gpus]
+    several = any(r["gpus"] > 1 for r in rows)  # communication: columns where a point had some
+    cols = [(k, h.format(device=one, devices=many)) for k, h in COLUMNS
+            if (k != "gpu_utilization_pct" or gpus) and (k not in COMM_COLUMNS or several)]
     if any(r.get("training") for r in rows):
         cols[-1:-1] = ACCURACY_COLUMNS
     return cols
@@ -232,7 +296,10 @@ def cell(key: str, value) -> str:
 
 
 def markdown(rows: List[Dict]) -> str:
-    return "\n".join(_table(rows, columns(rows))) + "\n"
+    """The table, then a sentence per point of several devices on its scaling and communication."""
+    text = "\n".join(_table(rows, columns(rows))) + "\n"
+    lines = scaling_lines(rows)
+    return text + ("\n" + "\n".join(f"- {line}" for line in lines) + "\n" if lines else "")
 
 
 def description(rows: List[Dict], limit: int = 8000) -> str:

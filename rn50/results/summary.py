@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from rn50.config.schema import TrainName, dist_name
-from rn50.measure import mfu, nvml, timing, trained
+from rn50.measure import comm, mfu, nvml, timing, trained
 
 
 @dataclass
@@ -60,6 +60,16 @@ class RankResult:
     scaler that does not keep them."""
     loss_scale: Optional[float] = None
     """The loss scale after the last step, where a scaler ran."""
+    allreduce_ms: Optional[float] = None
+    """A rank of several: one all-reduce of the gradients, timed after the last step (rn50/measure/comm.py)."""
+    allreduce_bytes: int = 0
+    """The bytes that all-reduce carried: the network's gradients."""
+    transport: Optional[str] = None
+    """How NCCL reached the other ranks from this one (P2P/NVLink, SHM, NET/Socket, ...); gloo on CPUs."""
+    gc_collections: int = 0
+    """Garbage-collector passes inside the measured windows."""
+    gc_ms: float = 0.0
+    """Host milliseconds those passes took: the host queued no work meanwhile."""
 
 
 @dataclass
@@ -103,6 +113,9 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float, optio
         dist=dist_name(cfg),
         **{trained.PROOF_TAG: "1"},
     )
+    transport = comm.joined(r.transport for r in ranks)
+    if transport:
+        tags["comm_transport"] = transport
     sources = sorted({r.energy_source for r in ranks if r.energy_source})
     if sources:
         tags["energy_source"] = ",".join(sources)
@@ -143,6 +156,9 @@ def figures(cfg, ranks: List[RankResult], math_mode: str) -> Dict[str, float]:
         cpu = [r.process_cpu_pct / r.cpu_cores for r in ranks if r.process_cpu_pct is not None]
         if cpu:  # the share of the cores each rank may use, so a CPU run has a utilization too
             metrics["cpu/utilization_pct"] = sum(cpu) / len(cpu)
+    metrics.update(communication(ranks))
+    metrics["host/gc_collections"] = max(r.gc_collections for r in ranks)
+    metrics["host/gc_ms"] = max(r.gc_ms for r in ranks)
     if zero.flops_per_image:
         metrics["model/gflops_per_image"] = zero.flops_per_image / 1e9
         metrics["flops/achieved_tflops_per_device"] = per_device * zero.flops_per_image / 1e12
@@ -152,6 +168,17 @@ def figures(cfg, ranks: List[RankResult], math_mode: str) -> Dict[str, float]:
             metrics["mfu_pct"] = mfu.mfu_pct(per_device, zero.flops_per_image, peak_tflops)
             metrics["mfu/peak_tflops_per_device"] = peak_tflops
     return metrics
+
+
+def communication(ranks: List[RankResult]) -> Dict[str, float]:
+    """comm/allreduce_ms (the slowest rank's, as a window is), comm/busbw_GBps and comm/gradient_MB of a
+    run whose ranks timed their gradients' all-reduce; nothing for one rank."""
+    timed = [r.allreduce_ms for r in ranks if r.allreduce_ms]
+    if len(ranks) < 2 or not timed:
+        return {}
+    ms, nbytes = max(timed), ranks[0].allreduce_bytes
+    return {"comm/allreduce_ms": ms, "comm/busbw_GBps": comm.bus_bandwidth_GBps(nbytes, ms, len(ranks)),
+            "comm/gradient_MB": nbytes / 1e6}
 
 
 def summarize_training(cfg, ranks: List[RankResult], started_at: float, now: float) -> RunRecord:
@@ -194,6 +221,8 @@ def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: s
         nvml.write_csv(files[-1], gpu_samples)
     summary = {"run_id": run_id, "dist": dist_name(cfg), "precision": cfg.precision.name,
                "batch_size": ranks[0].batch_size, **finite_or_none(record.metrics)}
+    if "comm_transport" in record.tags:
+        summary["transport"] = record.tags["comm_transport"]
     files.append(out / "summary.json")
     files[-1].write_text(json.dumps(summary) + "\n")
     return [str(f) for f in files] + sorted(str(f) for f in out.glob("*profiler*.txt")) + record.files

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import statistics
+from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import torch
@@ -31,9 +32,10 @@ from rn50.config.messages import one_line
 from rn50.launcher.launch import set_num_classes
 from rn50.measure import environment, nvml
 from rn50.measure.device import DeviceClock, handle_for_cuda_device
-from rn50.measure.timing import WindowTimer
+from rn50.measure.timing import WindowTimer, host_lead
 from rn50.options.components import Options
 from rn50.point.validate import validate
+from rn50.profiling import torch_profile
 from rn50.recipe.model import configure_inductor
 from rn50.recipe.precision import set_math_mode
 from rn50.recipe.train_step import build_train_step
@@ -69,6 +71,10 @@ def main(argv=None) -> dict:
     p.add_argument("--data-root", help="train on ROOT/train's JPEGs through rn50's DALI pipeline (data=dali)")
     p.add_argument("--decode-only", action="store_true",
                    help="with --data-root: take batches from the pipeline and train nothing, to measure it alone")
+    p.add_argument("--profile-dir", metavar="DIR",
+                   help="after the windows, record --profile-steps more steps with torch.profiler on every rank: "
+                        "DIR/trace-rankN.json.gz and the profile/ metrics of rn50's profiler=pytorch")
+    p.add_argument("--profile-steps", type=int, default=5, metavar="N")
     p.add_argument("--dali", action="append", default=[], metavar="KEY=VALUE",
                    help="with --data-root: a data.dali key, e.g. hw_decoder_load=0.99 (repeatable); "
                         "the rest as data=dali sets them (12 threads, no hardware decoder, a quarter on the CPU)")
@@ -154,14 +160,17 @@ def main(argv=None) -> dict:
     for _ in range(timer.total_steps):
         loss = step()
         timer.step_end()
+    profile = profiled(step, args, device) if args.profile_dir else {}
     images = args.batch_size * world * args.steps * args.repeats
     measured = all(j == j for j in joules)  # NaN where a GPU has no energy counter
     result = {"baseline": "bare_pytorch", **vars(args), "world_size": world,
               "images_per_sec": statistics.median(rates), "images_per_sec_windows": rates,
               "energy_joules_windows": joules if measured else None,
-              "images_per_joule": images / sum(joules) if measured else None}
+              "images_per_joule": images / sum(joules) if measured else None,
+              **host_lead(timer.windows)}
     if train:
         result.update(proof(edge_losses, train.scaler, args))
+    result.update(profile)
     if int(os.environ.get("RANK", 0)) == 0:
         print(json.dumps(result))
     if world > 1:
@@ -174,6 +183,31 @@ def main(argv=None) -> dict:
         p.exit(1, f"{p.prog}: error: training stalled: the loss scaler skipped all {args.steps * args.repeats} "
                   "measured steps; its images/sec is no training figure (lower --loss-scale)\n")
     return result
+
+
+def profiled(step, args, device) -> dict:
+    """--profile-steps steps after the windows under torch.profiler, synchronized at both ends as
+    rn50's profiler=pytorch records them; this rank's trace, and its profile/ metrics."""
+    rank = int(os.environ.get("RANK", 0))
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    schedule = torch.profiler.schedule(wait=0, warmup=2, active=args.profile_steps, repeat=1)
+    with torch.profiler.profile(activities=activities, schedule=schedule) as prof:
+        for k in range(2 + args.profile_steps):
+            if k == 2:
+                sync()  # the recorded steps start from an idle device
+            step()
+            if k == 1 + args.profile_steps:
+                sync()
+            prof.step()
+    out = Path(args.profile_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(str(out / f"trace-rank{rank}.json.gz"))
+    events = prof.events()
+    work = torch_profile.device_work(events) if device.type == "cuda" else torch_profile.host_work(events)
+    return torch_profile.summarize(work, torch_profile.step_window(events), args.profile_steps)
 
 
 def proof(edge_losses, scaler, args) -> dict:

@@ -527,6 +527,13 @@ UI_COLUMNS = [
     "metrics.`mfu_pct`",
     "metrics.`energy/images_per_joule`",
     "metrics.`step_time/median_ms`",
+    # Several devices: the gradients' all-reduce timed alone, and (logged at a sweep's end) how much
+    # of it a step showed against the sweep's 1-device point (rn50/results/report.py).
+    "metrics.`scaling/efficiency_pct`",
+    "metrics.`comm/allreduce_ms`",
+    "metrics.`comm/busbw_GBps`",
+    "metrics.`comm/exposed_ms_per_step`",
+    "tags.`comm_transport`",
     "metrics.`time/startup_s`",
     "metrics.`data/wait_pct`",
     "params.`dist.accelerator`",  # cpu or gpu, beside the GPU's model: a CPU figure says so

@@ -53,12 +53,19 @@ def test_sweep_reports_every_point_and_runs_the_right_processes_once(tmp_path):
         assert float(r["images_per_sec_median"]) > 0
         if r["gpus"] == "1":
             assert r["speedup"] == "1.0"
+            assert r["allreduce_ms"] == r["busbw_GBps"] == r["comm_exposed_ms"] == r["transport"] == ""
         else:
             assert float(r["speedup"]) > 0
             assert float(r["scaling_efficiency_pct"]) == float(r["speedup"]) * 50
+            # two gloo ranks timed their gradients' all-reduce after their windows
+            assert float(r["allreduce_ms"]) > 0 and float(r["busbw_GBps"]) > 0 and r["transport"] == "gloo"
+            assert float(r["comm_exposed_ms"]) >= 0 and 0 <= float(r["comm_hidden_pct"]) <= 100
     assert len(json.loads((sweep_dir / "sweep_report.json").read_text())) == 4
     table = (sweep_dir / "sweep_report.md").read_text().splitlines()
-    assert len(table) == 8 and "images/sec median" in table[0] and table[-1].startswith("sweep wall time")
+    assert len(table) == 11 and "images/sec median" in table[0] and table[-1].startswith("sweep wall time")
+    assert "| all-reduce ms |" in table[0] and "| transport |" in table[0]
+    scaling = [line for line in table if line.startswith("- resnet18")]
+    assert len(scaling) == 2 and all(" 2 CPU processes: " in line and " GB/s over gloo, " in line for line in scaling)
     for png in ("throughput_vs_batch.png", "speedup_vs_gpus.png"):
         assert (sweep_dir / png).read_bytes()[:4] == b"\x89PNG"
 
@@ -78,6 +85,10 @@ def test_sweep_reports_every_point_and_runs_the_right_processes_once(tmp_path):
     pair = next(c for c in children if c.data.tags["world_size"] == "2")  # two processes, one run
     m = pair.data.metrics
     assert m["throughput/images_per_sec"] == pytest.approx(2 * m["throughput/images_per_sec_per_device"], rel=1e-5)
+    assert m["comm/allreduce_ms"] > 0 and m["comm/gradient_MB"] == pytest.approx(46.76, rel=1e-3)  # resnet18's
+    assert pair.data.tags["comm_transport"] == "gloo"
+    # what the sweep found against its 1-process point, logged into the point for the benchmark view
+    assert m["scaling/efficiency_pct"] > 0 and m["comm/exposed_ms_per_step"] >= 0
     steps = list(csv.DictReader(open(Path(pair.data.tags["output_dir"]) / "step_times.csv")))
     assert {s["rank"] for s in steps} == {"0", "1"}
 

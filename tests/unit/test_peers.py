@@ -4,6 +4,8 @@ dist.interface, how a SLURM job's end is told, and the Multi-node page's command
 import ast
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
 from rn50.distributed import peers
 from rn50.launcher.slurm_jobs import why_ended
@@ -58,3 +60,28 @@ def test_the_multi_node_page_shows_the_commands_the_tests_run():
         assert command in page, command
     assert "docs/multi-node.md" in (ROOT / "README.md").read_text()
     assert "tests/e2e/test_multi_node.py" in page  # where they run
+
+
+def test_ddp_is_built_on_the_stream_the_rank_trains_on(monkeypatch):
+    # Lightning's own DDPStrategy builds DDP inside a CUDA stream it makes (docs/benchmarks.md, issue 42:
+    # the DDP step ran 1.2% slower with it); rn50's builds it where plain PyTorch does. A GPU-only path, so
+    # its logic is checked here with CUDA's stream calls replaced by ones that fail the test.
+    import torch
+    from pytorch_lightning.strategies import DDPStrategy
+
+    def no_stream(*args, **kwargs):
+        raise AssertionError("DDP was built inside a CUDA stream of its own")
+
+    monkeypatch.setattr(torch.cuda, "Stream", no_stream)
+    monkeypatch.setattr(torch.cuda, "stream", no_stream)
+    built = []
+    monkeypatch.setattr(peers, "DistributedDataParallel", lambda **kwargs: built.append(kwargs) or "ddp")
+    strategy = peers.RosterDDP(gradient_as_bucket_view=True)
+    monkeypatch.setattr(strategy, "determine_ddp_device_ids", lambda: [1])  # a GPU rank's
+    module = torch.nn.Linear(2, 2)
+    assert strategy._setup_model(module) == "ddp"
+    assert built == [{"module": module, "device_ids": [1], "gradient_as_bucket_view": True}]
+    lightnings = DDPStrategy(gradient_as_bucket_view=True)
+    monkeypatch.setattr(lightnings, "determine_ddp_device_ids", lambda: [1])
+    with pytest.raises(AssertionError, match="stream of its own"):
+        lightnings._setup_model(module)

@@ -52,7 +52,7 @@ def test_union_counts_overlap_once_and_clips_to_the_window():
 def test_busy_share_and_split_of_device_time():
     spans = [Span("sm90_xmma_fprop", 0, 40), Span("cudnn::batchnorm_fwtr", 30, 50),
              Span("vectorized_elementwise_kernel", 60, 70), Span("ncclDevKernel_AllReduce", 65, 95)]
-    m = summarize(spans, (0, 200))
+    m = summarize(spans, (0, 200), steps=1)
     # busy: [0, 50] + [60, 95] = 85 of 200 us; time: 40 + 20 + 10 + 30 = 100 us
     assert m["profile/device_busy_pct"] == pytest.approx(42.5)
     assert m["profile/window_ms"] == pytest.approx(0.2)
@@ -62,6 +62,17 @@ def test_busy_share_and_split_of_device_time():
     assert m["profile/communication_pct"] == pytest.approx(30)
     assert m["profile/optimizer_pct"] == 0 and m["profile/other_pct"] == 0
     assert {f"profile/{k}_pct" for k in KINDS} <= set(m)
+    # the all-reduce ran 65-95 us; elementwise hid 65-70 of it: 25 us exposed
+    assert m["profile/comm_ms_per_step"] == pytest.approx(0.030)
+    assert m["profile/comm_exposed_ms_per_step"] == pytest.approx(0.025)
+
+
+def test_exposed_communication_is_per_step_and_zero_when_hidden():
+    spans = [Span("sm90_xmma_dgrad", 0, 100), Span("ncclDevKernel_AllReduce_Sum_f32", 10, 60),
+             Span("sm90_xmma_dgrad", 200, 300), Span("ncclDevKernel_AllReduce_Sum_f32", 290, 340)]
+    m = summarize(spans, (0, 400), steps=2)
+    assert m["profile/comm_ms_per_step"] == pytest.approx(0.050)
+    assert m["profile/comm_exposed_ms_per_step"] == pytest.approx(0.040 / 2)
 
 
 def test_kernel_table_groups_by_name_most_time_first():

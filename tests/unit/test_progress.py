@@ -202,3 +202,44 @@ def test_on_a_terminal_the_heartbeat_moves_the_clock_through_a_step_that_does_no
     assert frames[1].startswith("job [" + "." * 24 + "] 0/5 steps")
     meter.finish()
     assert out.getvalue().endswith("\n")
+
+
+def test_a_compiled_run_says_it_compiles_then_what_it_found_cached(monkeypatch, tmp_path):
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    clock, out = FakeClock(), io.StringIO()
+    progress = Progress(2, 2, batch_size=4, world_size=1, stream=out, clock=clock, tty=False, heartbeat=False,
+                        compiling=True)
+    trainer = SimpleNamespace(is_global_zero=True)
+    counters["inductor"]["fxgraph_cache_miss"] += 5  # an earlier run of this warm rank compiled these
+    progress.on_train_start(trainer, None)
+    # the heartbeat's lines carry the note while the first step compiles
+    assert progress.meter.note == ("compiling (torch.compile: minutes the first time these settings run, seconds "
+                                   f"once cached in {tmp_path / 'cache'})")
+    clock.t += 290.0
+    counters["inductor"]["fxgraph_cache_hit"] += 12
+    counters["inductor"]["fxgraph_cache_miss"] += 2
+    progress.on_train_batch_end(trainer, None, None, None, 0)
+    clock.t += 1.0
+    progress.on_train_batch_end(trainer, None, None, None, 1)
+    lines = out.getvalue().splitlines()
+    assert lines[1] == (f"rn50: first step, with the compile, in 4 min 50 s: 12 graph(s) loaded from the cache in "
+                        f"{tmp_path / 'cache'}, 2 compiled")
+    assert not any("compiling" in line for line in lines[2:])  # the note went with the first step
+
+
+def test_the_compile_cache_is_the_users_own_and_lasting(monkeypatch, tmp_path):
+    from rn50.measure import environment
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert environment.compile_cache_dir() == str(tmp_path / "xdg" / "rn50" / "torchinductor")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert environment.compile_cache_dir() == str(tmp_path / "home" / ".cache" / "rn50" / "torchinductor")
+    environment.set_compile_cache()
+    assert environment.compile_cache_dir() == str(tmp_path / "home" / ".cache" / "rn50" / "torchinductor")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/scratch/mine")  # the user's wins
+    environment.set_compile_cache()
+    assert environment.compile_cache_dir() == "/scratch/mine"

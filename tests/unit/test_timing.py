@@ -145,3 +145,53 @@ def test_steps_past_the_last_window_and_a_timer_without_warmup():
     assert len(timer.windows) == 2 and not timer.measuring
     with pytest.raises(ValueError, match="1 or more warm-up steps"):
         WindowTimer(0, 3, 1, clock)
+
+
+class QueueClock:
+    """A host that takes `host_s` to queue a step's kernels and a device that takes `device_s` to run
+    them, starting as soon as the first is queued: the device lags behind the host, or waits for it
+    and ends the step right after the host queued its last kernel, as on a GPU."""
+
+    cuda = True
+
+    def __init__(self, host_s, device_s):
+        self.host_s, self.device_s = list(host_s), list(device_s)
+        self.host = self.device = 0.0  # the host's clock; when the device finishes what is queued
+
+    def step(self):
+        self.host += self.host_s.pop(0)
+        self.device = max(self.device + self.device_s.pop(0), self.host)
+
+    def sync(self):
+        self.host = max(self.host, self.device)
+
+    def mark(self):
+        return max(self.device, self.host)  # a mark is reached once the work before it is done
+
+    def elapsed_ms(self, a, b):
+        return (b - a) * 1e3
+
+    def now(self):
+        return self.host
+
+
+def test_host_lead_says_whether_the_host_kept_ahead():
+    # The host queues a step in 10 ms; the device runs it in 40: the host gets further ahead each step.
+    clock = QueueClock([0.01] * 6, [0.04] * 6)
+    timer = WindowTimer(1, 5, 1, clock, now=clock.now)
+    for _ in range(timer.total_steps):
+        clock.step()
+        timer.step_end()
+    (window,) = timer.windows
+    assert window.lead_ms == pytest.approx([30.0, 60.0, 90.0, 120.0, 150.0])
+    m = summarize(timer.windows, batch_size=1, world_size=1)
+    assert m["host/lead_min_ms"] == pytest.approx(30.0) and m["host/bound_steps_pct"] == 0
+    # A host that takes 50 ms per step: the device waits for each one, and the host's lead is nil.
+    clock = QueueClock([0.05] * 6, [0.04] * 6)
+    timer = WindowTimer(1, 5, 1, clock, now=clock.now)
+    for _ in range(timer.total_steps):
+        clock.step()
+        timer.step_end()
+    m = summarize(timer.windows, batch_size=1, world_size=1)
+    assert m["host/bound_steps_pct"] == 100.0
+    assert summarize([Window(1.0, [10.0])], 1, 1).keys().isdisjoint({"host/lead_min_ms"})  # no lead on a CPU

@@ -1,0 +1,67 @@
+"""A sweep report's scaling and communication columns, from rows as rn50/results/report.py builds them:
+speedup, the step time several devices took beyond one device's, the share of the all-reduce hidden."""
+
+import pytest
+
+from rn50.results import report
+
+
+def row(gpus, ips, status="FINISHED", allreduce=None, busbw=None, transport=None, failure=""):
+    return {"run_id": f"run{gpus}{status}", "point": f"p{gpus}", "setup": "same", "accelerator": "cuda",
+            "model": "resnet50", "precision": "amp", "nodes": 1, "gpus": gpus, "batch_per_gpu": 256,
+            "images_per_sec_median": ips, "status": status, "failure": failure, "profiled": False,
+            "allreduce_ms": allreduce, "busbw_GBps": busbw, "transport": transport}
+
+
+@pytest.fixture
+def rows():
+    # 1 GPU: 5,000 images/sec is 51.2 ms a step; 4 GPUs at 19,000: 53.9 ms, 2.7 ms beyond it.
+    return report.add_scaling([row(1, 5000.0), row(4, 19000.0, allreduce=2.0, busbw=153.0, transport="P2P/NVLink"),
+                               row(2, None, status="FAILED", failure="oom")])
+
+
+def test_exposed_time_and_hidden_share_follow_from_the_1_device_point(rows):
+    one, four, failed = rows
+    assert four["speedup"] == pytest.approx(3.8) and four["scaling_efficiency_pct"] == pytest.approx(95.0)
+    assert four["comm_exposed_ms"] == pytest.approx(1e3 * 256 * 4 / 19000 - 1e3 * 256 / 5000)
+    # 2.69 ms beyond one GPU's step, longer than the 2 ms the all-reduce takes alone: none of it hidden
+    assert four["comm_hidden_pct"] == 0.0
+    for r in (one, failed):  # one device has no communication; a failed point has no figure
+        assert r["comm_exposed_ms"] is None and r["comm_hidden_pct"] is None
+
+
+def test_a_step_within_noise_of_one_devices_hides_everything():
+    _, two = report.add_scaling([row(1, 5000.0), row(2, 10010.0, allreduce=1.0, busbw=100.0)])
+    assert two["comm_exposed_ms"] == 0.0 and two["comm_hidden_pct"] == 100.0
+    _, half = report.add_scaling([row(1, 5000.0), row(2, 1e3 * 512 / (51.2 + 0.5), allreduce=2.0, busbw=100.0)])
+    assert half["comm_exposed_ms"] == pytest.approx(0.5) and half["comm_hidden_pct"] == pytest.approx(75.0)
+
+
+def test_the_table_shows_the_columns_with_a_dash_where_a_point_has_none(rows):
+    lines = report.markdown(rows).splitlines()
+    header = [h.strip() for h in lines[0].strip("|").split("|")]
+    for name in ("all-reduce ms", "bus GB/s", "exposed ms/step", "hidden %", "transport"):
+        assert name in header
+    cells = [dict(zip(header, (c.strip() for c in line.strip("|").split("|")))) for line in lines[2:5]]
+    assert [c["all-reduce ms"] for c in cells] == ["-", "2.00", "-"]
+    assert [c["transport"] for c in cells] == ["-", "P2P/NVLink", "-"]
+    assert [c["exposed ms/step"] for c in cells] == ["-", "2.69", "-"]
+    assert lines[-1] == ("- resnet50 amp bs256, 4 GPUs: 95.0% scaling; all-reduce 2.00 ms at 153.0 GB/s over "
+                         "P2P/NVLink, and a step takes 2.69 ms more than on 1 GPU: more than the all-reduce alone, "
+                         "so DDP's own work (bucket copies, kernels beside the collective) shows too")
+    two = report.add_scaling([row(1, 5000.0), row(2, 1e3 * 512 / (51.2 + 0.5), allreduce=2.0, busbw=100.0)])
+    assert report.scaling_lines(two) == ["resnet50 amp bs256, 2 GPUs: 99.0% scaling; all-reduce 2.00 ms at "
+                                         "100.0 GB/s, 0.50 ms of it exposed per step (75% hidden)"]
+
+
+def test_one_device_sweeps_have_no_communication_columns():
+    rows = report.add_scaling([row(1, 5000.0), {**row(1, 5100.0), "batch_per_gpu": 512}])
+    header = report.markdown(rows).splitlines()[0]
+    assert "all-reduce" not in header and "transport" not in header
+    assert report.scaling_lines(rows) == []
+
+
+def test_the_sweep_logs_what_it_found_into_each_point_of_several_devices(rows):
+    assert report.scaling_metrics(rows) == {"run4FINISHED": {
+        "scaling/speedup": pytest.approx(3.8), "scaling/efficiency_pct": pytest.approx(95.0),
+        "comm/exposed_ms_per_step": pytest.approx(2.6947, abs=1e-4), "comm/hidden_pct": 0.0}}
