@@ -6,6 +6,7 @@ do (rn50/rank/). docs/architecture.md follows one run through the modules it pas
 
 import os
 import time
+from pathlib import Path
 from typing import Optional
 
 import hydra
@@ -18,8 +19,8 @@ from rn50.config import docs
 from rn50.config.directory import config_dir
 from rn50.config.messages import reported
 from rn50.errors import ConfigError
+from rn50.launcher import rundir, stop
 from rn50.launcher import run as launcher
-from rn50.launcher import stop
 from rn50.launcher.sweep import PARENT_ENV
 from rn50.options import clusters
 
@@ -37,7 +38,13 @@ def run(cfg: DictConfig) -> Optional[dict]:
     task = cluster is not None and cluster.in_task()
     with reported(exit=not sweep, reraise=task and sweep):
         parent = os.environ.get(PARENT_ENV)  # a job of a sweep: its parent run
-        return launcher.benchmark(cfg, parent, started=time.time() if parent else STARTED, cluster=cluster)
+        try:
+            return launcher.benchmark(cfg, parent, started=time.time() if parent else STARTED, cluster=cluster)
+        except ConfigError:
+            if not sweep and not cfg.mlflow.run_id:  # refused before anything ran: no directory is left of it
+                hydra_cfg = HydraConfig.get()
+                rundir.discard_unused(Path(hydra_cfg.runtime.output_dir), rundir.given(hydra_cfg, "hydra.run.dir"))
+            raise
 
 
 def main() -> None:

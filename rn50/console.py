@@ -32,6 +32,9 @@ LOG_NOISE = (
     # MLflow making or migrating a new sqlite store: routine on the first run in a directory.
     r"Creating initial MLflow database tables",
     r"Updating database tables",
+    # urllib3 retrying a request to a tracking server that went away: rn50 says it in one line once
+    # MLflow gives up (and keeps the result).
+    r"Retrying \(Retry\(total=",
 )
 
 # The loggers those lines come from. A logger's filter sees only its own records, not those
@@ -47,6 +50,7 @@ NOISY_LOGGERS = (
     "pytorch_lightning.accelerators.cuda",
     "lightning.pytorch.accelerators.cuda",
     "mlflow.store.db.utils",
+    "urllib3.connectionpool",
 )
 
 # (category, message regex) of dependency warnings that are about the dependencies themselves.

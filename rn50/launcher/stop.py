@@ -50,7 +50,9 @@ def closing() -> Iterator[None]:
         # A sweep stopped before its end (a job that does not compose, Ctrl-C) closes its parent run.
         parent = os.environ.pop(PARENT_ENV, None)
         if parent and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
-            tracking.close_failed(os.environ[URI_ENV], parent, killed=isinstance(exc, KeyboardInterrupt))
+            interrupted = isinstance(exc, KeyboardInterrupt)
+            tracking.close_failed(os.environ[URI_ENV], parent, tracking.interrupted_tags(exc) if interrupted else {},
+                                  killed=interrupted)
         if isinstance(exc, KeyboardInterrupt):
             what = getattr(exc, "signal_name", "SIGINT")
             note = getattr(exc, "note", "") or "no run was open"

@@ -22,6 +22,7 @@ from rn50.errors import ConfigError, Rn50Error
 from rn50.launcher.launch import resolve_accelerator
 from rn50.measure import meter
 from rn50.options import clusters, profilers
+from rn50.point import identity
 from rn50.results import report
 from rn50.tracking import store as tracking
 
@@ -54,7 +55,7 @@ class SweepCallback(Callback):
         if config.dry_run:
             return
         HydraConfig.instance().set_config(config)  # resolves ${hydra:...} in mlflow.tracking_uri
-        self.total = meter.sweep_size(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
+        self.total = identity.sweep_size(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
         start_first_ranks(config)
         uri = config.mlflow.tracking_uri
         overrides = " ".join(o for o in config.hydra.overrides.task if not o.startswith("sweep.resume="))
@@ -114,7 +115,8 @@ class SweepCallback(Callback):
             tracking.log_results(uri, parent, {}, artifacts=map(str, files))
             tracking.set_description(uri, parent, report.description(rows))
             failed = [r for r in rows if r["status"] != "FINISHED"]
-            tracking.end_run(uri, parent, ok=not failed)
+            # FAILED where a point did not finish; the tag says how many did what
+            tracking.end_run(uri, parent, ok=not failed, tags={"sweep.points": report.tally(rows)})
         except Exception as exc:  # a store that failed: the points' results are kept in their output directories
             tracking.close_failed(uri, parent)
             with reported():

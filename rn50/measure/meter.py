@@ -14,7 +14,6 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Optional, TextIO
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 
 INTERVAL_S = 10.0  # plain lines: one per phase this often, at most (and at least, with a heartbeat)
 REDRAW_S = 0.5  # terminal: at most one redraw this often (a run redraws inside its measured window)
@@ -161,18 +160,3 @@ def point_line(index: int, total: int, summary: Mapping[str, Any]) -> str:
     else:
         result = f"failed ({summary.get('failure') or 'error'})"
     return f"[{index}/{total}] {' '.join(parts)}: {result}"
-
-
-def sweep_size(overrides, params: Optional[Mapping[str, Any]] = None) -> int:
-    """How many jobs Hydra's basic sweeper makes (point_line's total): the product of each
-    swept key's values. overrides: hydra.overrides.task; params: hydra.sweeper.params, which
-    the command line's overrides of the same key replace, as in the sweeper."""
-    lines = [f"{key}={value}" for key, value in (params or {}).items()] + list(overrides)
-    counts = {}
-    for override in OverridesParser.create().parse_overrides(lines):
-        swept = override.is_sweep_override() and override.is_discrete_sweep()
-        counts[override.get_key_element()] = len(list(override.sweep_string_iterator())) if swept else 1
-    total = 1
-    for count in counts.values():
-        total *= count
-    return total

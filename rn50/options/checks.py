@@ -19,6 +19,9 @@ def images_under(folder) -> int:
 def count_train_images(root: str, global_batch: int) -> int:
     """Check root/train/<class>/ before any process starts; ConfigError says what is wrong."""
     train = Path(root) / "train"
+    if Path(root).exists() and not Path(root).is_dir():
+        raise ConfigError(f"data.root={root} is a file, not a folder; point it at the folder that holds "
+                          "train/<class>/*.JPEG")
     if not Path(root).is_dir():
         raise ConfigError(f"data.root={root} does not exist; point it at a tree with train/<class>/*.JPEG")
     if not train.is_dir():

@@ -5,8 +5,10 @@ resume match those to new ones)."""
 import functools
 import hashlib
 import json
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
@@ -157,3 +159,18 @@ def config_hash(cfg: DictConfig) -> str:
         if node is not None and node.get(key, default) == default:
             node.pop(key, None)
     return hashlib.sha256(json.dumps(measured, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def sweep_points(overrides: Sequence[str], params: Optional[Mapping[str, Any]] = None) -> List[List[str]]:
+    """The jobs Hydra's basic sweeper makes, in its order, each as its overrides ("optim.lr=0.5"), as a
+    job's `command` tag has them. overrides: hydra.overrides.task (or a sweep's `sweep.overrides` tag,
+    split); params: hydra.sweeper.params, which the command line's overrides of the same key replace,
+    as in the sweeper."""
+    lines = [f"{key}={value}" for key, value in (params or {}).items()] + list(overrides)
+    batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(lines), None)
+    return [job for batch in batches for job in batch]
+
+
+def sweep_size(overrides: Sequence[str], params: Optional[Mapping[str, Any]] = None) -> int:
+    """How many jobs the sweep makes (the total of each point's line, rn50/measure/meter.py's point_line)."""
+    return len(sweep_points(overrides, params))

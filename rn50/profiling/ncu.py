@@ -37,13 +37,7 @@ PERMISSION_FIX = (
 def preflight(cfg: DictConfig, started_elsewhere: bool = False) -> None:
     """ncu must be installed, and the run must be one process on a GPU that rn50 starts (not
     started_elsewhere, by another cluster's starter); ConfigError otherwise."""
-    exe = cfg.profiler.executable
-    if shutil.which(exe) is None:
-        raise ConfigError(
-            f"profiler=ncu needs Nsight Compute's ncu, not found as {exe!r}"
-            f"{' on PATH' if '/' not in exe else ''}; install Nsight Compute or set "
-            "profiler.executable=/path/to/ncu"
-        )
+    # What no install fixes comes first: a host without a GPU hears that, not to install ncu.
     if started_elsewhere:  # another starter's processes: ncu must start its own
         raise ConfigError(
             f"cluster={cfg.cluster.name}: profiler=ncu starts its one process under ncu itself; "
@@ -58,6 +52,13 @@ def preflight(cfg: DictConfig, started_elsewhere: bool = False) -> None:
         raise ConfigError(
             f"dist.accelerator={cfg.dist.accelerator.value}: profiler=ncu profiles GPU kernels "
             "and needs a GPU; use dist.accelerator=gpu on a host with one"
+        )
+    exe = cfg.profiler.executable
+    if shutil.which(exe) is None:
+        raise ConfigError(
+            f"profiler=ncu needs Nsight Compute's ncu, not found as {exe!r}"
+            f"{' on PATH' if '/' not in exe else ''}; install Nsight Compute or set "
+            "profiler.executable=/path/to/ncu"
         )
 
 

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 from rn50.config.messages import reported
 from rn50.config.schema import nodes_gpus
 from rn50.errors import Rn50Error
-from rn50.point.identity import NOT_REPORT_SETUP, current_params, leaves_out, reads_dali_keys
+from rn50.point.identity import NOT_REPORT_SETUP, current_params, leaves_out, reads_dali_keys, sweep_points
 from rn50.tracking import store as tracking
 
 ROLE_TAG = tracking.ROLE_TAG
@@ -44,7 +44,8 @@ COLUMNS = [
     ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"), ("mfu_pct", "MFU %"),
     ("images_per_joule", "images/J"), ("joules_per_image", "J/image"),
     # The proof that the run trained (rn50/measure/trained.py): a figure counts only if it did.
-    ("loss_first", "loss first"), ("loss_last", "loss last"), ("skipped_in_window", "skipped in window"),
+    ("loss_first", "loss first"), ("loss_last", "loss last"), ("loss_fell", "loss fell"),
+    ("skipped_in_window", "skipped in window"),
     ("startup_s", "startup s"), ("wall_s", "wall s"), ("status", "status"),
 ]
 CSV_EXTRA = ["failure", "error", "point", "run_id", "image_size", "accelerator"]
@@ -106,9 +107,12 @@ def _row(run) -> Dict:
         "images_per_joule": m.get("energy/images_per_joule") if comparable else None,
         "joules_per_image": m.get("energy/joules_per_image") if comparable else None,
         "loss_first": m.get("train/loss_first"), "loss_last": m.get("train/loss_last"),
+        # a point whose loss did not fall across its window is flagged here, not only in its log
+        "loss_fell": {1.0: "yes", 0.0: "no"}.get(m.get("train/loss_fell")),
         "skipped_in_window": int(m["train/skipped_steps_window"]) if "train/skipped_steps_window" in m else None,
         "startup_s": m.get("time/startup_s"), "wall_s": m.get("time/wall_s"),
-        "busy_s": (m["time/warmup_s"] + m["window/seconds_total"]) if "time/warmup_s" in m else None,
+        # a point that did not train has its warm-up but no window
+        "busy_s": (m["time/warmup_s"] + m.get("window/seconds_total", 0.0)) if "time/warmup_s" in m else None,
         "status": status, "failure": failure,
         "error": t.get("error", ""),
         "profiled": p.get("profiler.name", "none") != "none",
@@ -169,7 +173,7 @@ def scaling_metrics(rows: List[Dict]) -> Dict[str, Dict[str, float]]:
     scaling/speedup, scaling/efficiency_pct, comm/exposed_ms_per_step and comm/hidden_pct."""
     found = {}
     for r in rows:
-        if r.get("speedup") is None or r["gpus"] < 2:
+        if r.get("speedup") is None or (r["gpus"] or 0) < 2:
             continue
         metrics = {"scaling/speedup": r["speedup"], "scaling/efficiency_pct": r["scaling_efficiency_pct"],
                    "comm/exposed_ms_per_step": r["comm_exposed_ms"]}
@@ -184,7 +188,7 @@ def scaling_lines(rows: List[Dict]) -> List[str]:
     210 GB/s over P2P/NVLink, 0.4 ms of it exposed per step (79% hidden)'."""
     lines = []
     for r in rows:
-        if r["gpus"] < 2 or r.get("scaling_efficiency_pct") is None:
+        if (r["gpus"] or 0) < 2 or r.get("scaling_efficiency_pct") is None:
             continue
         one, many = DEVICE_NAMES[r.get("accelerator", "cuda")]
         text = (f"{r['model']} {r['precision']} bs{r['batch_per_gpu']}, {r['gpus']} {many}: "
@@ -225,14 +229,49 @@ def _collect(client, uri, parent_run_id, experiment, filter_string) -> List[Dict
             raise Rn50Error(f"no MLflow experiment named {experiment!r} in {uri}")
         exp_ids = [found.experiment_id]
     runs = tracking.search_runs(client, exp_ids, filter_string)
-    rows = [_row(r) for r in runs if r.data.tags.get(ROLE_TAG) != "sweep"]
+    children = [r for r in runs if r.data.tags.get(ROLE_TAG) != "sweep"]
+    rows = [_row(r) for r in children]
     for r in rows:
         if r["training"]:
             r["top1_curve"] = top1_curve(client, r["run_id"])
     if parent_run_id:
         rows = latest_per_point(rows)
     rows.sort(key=lambda r: (r["model"], r["precision"] or "", r["batch_per_gpu"], r["gpus"], r["start_time"]))
-    return add_scaling(rows)
+    rows = add_scaling(rows)
+    if parent_run_id:  # the sweep's points that have no run: after the others, in the sweep's order
+        kinds = {r["accelerator"] for r in rows}
+        rows += not_started(client.get_run(parent_run_id).data.tags.get("sweep.overrides", ""), children,
+                            kinds.pop() if len(kinds) == 1 else "cuda")
+    return rows
+
+
+NOT_STARTED = "NOT STARTED"
+
+
+def not_started(overrides: str, children: list, accelerator: str) -> List[Dict]:
+    """A row for each job of the sweep's `sweep.overrides` that no child run was made for (a sweep
+    stopped before it, its launcher gone), named in its model cell by the keys the sweep varies; no figures."""
+    made = {r.data.tags.get("command", "") for r in children}
+    jobs = sweep_points(overrides.split()) if overrides else []
+    varied = {o.split("=", 1)[0] for job in jobs for o in job if len({j[job.index(o)] for j in jobs}) > 1}
+    rows = []
+    for job in jobs:
+        if " ".join(["python -m rn50", *job]) in made:
+            continue
+        name = " ".join(o for o in job if o.split("=", 1)[0] in varied) or " ".join(job)
+        rows.append({**{k: None for k, _ in COLUMNS}, "model": f"not started: {name}", "point": " ".join(job),
+                     "status": NOT_STARTED, "failure": "", "error": "", "run_id": "", "accelerator": accelerator,
+                     "profiled": False, "training": False, "start_time": 0})
+    return rows
+
+
+def tally(rows: List[Dict]) -> str:
+    """'3 points: 1 finished, 1 failed, 1 not started': the sweep's Description and its parent's tag."""
+    done = sum(r["status"] == "FINISHED" for r in rows)
+    missing = sum(r["status"] == NOT_STARTED for r in rows)
+    failed = len(rows) - done - missing
+    parts = [f"{done} finished"] + [f"{failed} failed"] * bool(failed) + [f"{missing} not started"] * bool(missing)
+    return f"{len(rows)} point{'s' * (len(rows) != 1)}: {', '.join(parts)}"
 
 
 def top1_curve(client, run_id: str) -> List[Tuple[float, float]]:
@@ -274,7 +313,7 @@ def columns(rows: List[Dict]) -> List[Tuple[str, str]]:
     """(key, header) of the table: device columns named for what ran; GPU util only where GPUs ran."""
     one, many = device_names(rows)
     gpus = any(r.get("accelerator", "cuda") == "cuda" for r in rows)
-    several = any(r["gpus"] > 1 for r in rows)  # communication: columns where a point had some
+    several = any((r["gpus"] or 0) > 1 for r in rows)  # communication: columns where a point had some
     cols = [(k, h.format(device=one, devices=many)) for k, h in COLUMNS
             if (k != "gpu_utilization_pct" or gpus) and (k not in COMM_COLUMNS or several)]
     if any(r.get("training") for r in rows):
@@ -305,8 +344,7 @@ def markdown(rows: List[Dict]) -> str:
 def description(rows: List[Dict], limit: int = 8000) -> str:
     """Markdown for a sweep parent's Description: the report table without its empty columns,
     cut to `limit` characters (MLflow's tag limit) at a row boundary, saying how many rows are left out."""
-    done = sum(r["status"] == "FINISHED" for r in rows)
-    text = f"**{len(rows)} points, {done} finished.** Plots, CSV and JSON are this run's artifacts.\n\n"
+    text = f"**{tally(rows)}.** Plots, CSV and JSON are this run's artifacts.\n\n"
     cols = [(k, h) for k, h in columns(rows) if any(r.get(k) is not None for r in rows)]
     lines = _table(rows, cols)
     text += lines[0] + "\n" + lines[1] + "\n"

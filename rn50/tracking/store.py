@@ -373,7 +373,7 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str], parent_run_i
         open_client(uri).set_tag(run_id, "requeued", "true")
         raise
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM or SIGHUP to the launcher (Interrupted)
-        closed = close_failed(uri, run_id, killed=True)
+        closed = close_failed(uri, run_id, interrupted_tags(exc), killed=True)
         exc.note = f"run {run_id} marked KILLED" if closed else f"run {run_id} left open: the store failed"
         raise
     except BaseException as exc:
@@ -420,6 +420,11 @@ def failing_as_run() -> Iterator[None]:
         raise
     except Exception as exc:
         raise RunFailed(f"recording the results failed: {error_line(str(exc)) or type(exc).__name__}") from exc
+
+
+def interrupted_tags(exc: BaseException) -> Dict[str, str]:
+    """A run a stop signal ended (KILLED): failure=interrupted, and the signal in `error`."""
+    return {"failure": "interrupted", "error": f"interrupted by {getattr(exc, 'signal_name', 'SIGINT')}"}
 
 
 def failure_tags(exc: BaseException) -> Dict[str, str]:

@@ -108,6 +108,7 @@ def test_a_hang_up_marks_the_run_killed_and_leaves_no_rank(tmp_path, how):
     wait_for(lambda: not processes_in(tmp_path), "end of every process")  # launcher, ranks and shell
     (run,) = runs_in(tmp_path)
     assert run.info.status == "KILLED"
+    assert run.data.tags["failure"] == "interrupted" and run.data.tags["error"] == "interrupted by SIGHUP"
 
 
 def test_no_rank_outlives_a_launcher_killed_outright(tmp_path):

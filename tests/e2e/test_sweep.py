@@ -133,6 +133,44 @@ def test_failed_points_do_not_stop_the_sweep(tmp_path):
     assert sorted(r["status"] for r in rows) == ["FAILED (config)", "FAILED (error)", "FAILED (oom)", "FINISHED"]
 
 
+def test_a_sweep_whose_points_did_not_train_still_ends_with_its_report(tmp_path):
+    # Three real points: one diverges (no figure), one's loss rises across its window (a figure, flagged),
+    # one trains.
+    proc = rn50(tmp_path, "--multirun", *TINY, "optim.lr=1e12,0.5,0.01")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("rn50: error: 1 of 3 sweep points failed: ")
+    parent, children = split(tmp_path)
+    assert parent.info.status == "FAILED" and parent.data.tags["sweep.points"] == "3 points: 2 finished, 1 failed"
+    assert parent.data.tags["mlflow.note.content"].startswith("**3 points: 2 finished, 1 failed.**")
+    sweep_dir = Path(parent.data.tags["sweep.dir"])
+    rows = {r["run_id"]: r for r in csv.DictReader(open(sweep_dir / "sweep_report.csv"))}
+    by_lr = {c.data.params["optim.lr"]: c.info.run_id for c in children}
+    diverged, rose, fell = (rows[by_lr[lr]] for lr in ("1000000000000.0", "0.5", "0.01"))
+    assert diverged["status"] == "FAILED (diverged)" and diverged["images_per_sec_median"] == ""
+    assert rose["status"] == fell["status"] == "FINISHED"
+    assert (rose["loss_fell"], fell["loss_fell"]) == ("no", "yes")  # flagged in its row, not only in its log
+    table = (sweep_dir / "sweep_report.md").read_text()
+    assert "| loss fell |" in table.splitlines()[0]
+    # The same report from MLflow alone.
+    again = rn50(tmp_path, "--parent-run-id", parent.info.run_id, "--out", "again", module="rn50.report")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (tmp_path / "again" / "sweep_report.csv").read_text() == (sweep_dir / "sweep_report.csv").read_text()
+
+
+def test_a_sweeps_points_that_never_started_are_in_its_report(tmp_path):
+    # A sweep that stops before its points run (optim.lr is a float: "abc" does not compose, and Hydra
+    # composes every job of a batch first): both points are rows, from MLflow alone.
+    proc = rn50(tmp_path, "--multirun", *TINY, "optim.lr=0.01,abc")
+    assert proc.returncode != 0
+    (parent,) = [r for r in runs_in(tmp_path) if r.data.tags.get("rn50.role") == "sweep"]
+    again = rn50(tmp_path, "--parent-run-id", parent.info.run_id, "--out", "again", module="rn50.report")
+    assert again.returncode == 0, again.stderr[-2000:]
+    rows = list(csv.DictReader(open(tmp_path / "again" / "sweep_report.csv")))
+    assert [(r["status"], r["model"]) for r in rows] == [("NOT STARTED", "not started: optim.lr=0.01"),
+                                                         ("NOT STARTED", "not started: optim.lr=abc")]
+
+
 def test_on_a_host_without_a_gpu_each_point_runs_the_cpu_profile_with_the_keys_given(tmp_path):
     """device=auto composes each job again as device=cpu; the swept and given keys win over the
     profile's, and each point's line and report row say CPU."""

@@ -57,6 +57,10 @@ def test_workers_of_several_ranks_start_where_a_fork_cannot_deadlock(tree):
 def test_tree_checks(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         count_train_images(str(tmp_path / "nope"), 4)
+    (tmp_path / "imagenet.tar").write_bytes(b"not a folder")
+    with pytest.raises(ConfigError, match=rf"^data\.root={tmp_path}/imagenet\.tar is a file, not a folder; point it at "
+                                          r"the folder that holds train/<class>/\*\.JPEG$"):
+        count_train_images(str(tmp_path / "imagenet.tar"), 4)
     with pytest.raises(ConfigError, match="no train/ folder"):
         count_train_images(str(tmp_path), 4)
     (tmp_path / "train").mkdir()

@@ -40,6 +40,7 @@ def test_a_stop_between_creating_a_run_and_logging_its_params_closes_a_whole_run
     assert not entered  # the stop acted before the benchmark began
     (run,) = runs_in(tmp_path)
     assert run.info.status == "KILLED"
+    assert run.data.tags["failure"] == "interrupted" and run.data.tags["error"] == "interrupted by SIGTERM"
     assert run.data.params["data.batch_size"] == str(cfg.data.batch_size)  # its params, all of them
     assert len(run.data.params) == len(tracking.config_params(cfg))
 

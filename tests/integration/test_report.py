@@ -80,7 +80,7 @@ def test_files_of_a_one_device_count_cpu_sweep(uri, tmp_path):
 def test_description_is_the_table_cut_at_a_row(uri):
     rows = report.collect(uri, experiment="rn50")
     text = report.description(rows)
-    assert text.startswith("**3 points, 3 finished.**")
+    assert text.startswith("**3 points: 3 finished.**")
     assert "| 2800 |" in text and "| 2.50 |" in text and "| 1.50 |" in text
     short = report.description(rows, limit=len(text) - 1)
     assert short.endswith("1 more rows in sweep_report.md (artifacts).\n") and len(short) < len(text)

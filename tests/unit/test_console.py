@@ -66,3 +66,25 @@ def test_cpu_precision_warning_only_for_fp16_on_a_cpu(caplog, compose_cfg, preci
         line = cpu_precision_warning(precisions.of(compose_cfg([f"precision={precision}"])), device)
     assert bool(line) == warns
     assert [r.getMessage() for r in caplog.records] == ([line] if warns else [])
+
+
+def test_urllib3s_retries_to_a_server_that_went_away_are_not_shown(caplog):
+    # A real request to a port nobody listens on, retried as MLflow's client retries: urllib3 logs a
+    # WARNING per retry, which buried rn50's one line about the store.
+    import socket
+
+    import requests
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: connections are refused
+    session = requests.Session()
+    session.mount("http://", HTTPAdapter(max_retries=Retry(total=2, backoff_factor=0)))
+    quiet(show_all=False)
+    with caplog.at_level(logging.WARNING), pytest.raises(requests.ConnectionError):
+        session.get(f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/log-batch", timeout=5)
+    assert "Retrying" not in caplog.text
+    logging.getLogger("urllib3.connectionpool").warning("Connection pool is full, discarding connection: x")
+    assert "Connection pool is full" in caplog.text  # urllib3's other warnings still show

@@ -117,11 +117,20 @@ def test_ncu_needs_one_gpu_process(compose_cfg, override, key):
 
 
 def test_ncu_not_on_path_names_the_key(compose_cfg, tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))  # a host without Nsight Compute, wherever this runs
+    monkeypatch.setenv("PATH", str(tmp_path))  # a GPU host without Nsight Compute, wherever this runs
     with pytest.raises(ConfigError) as info:
-        ncu.preflight(compose_cfg(["profiler=ncu"]))
+        ncu.preflight(compose_cfg(["profiler=ncu", "dist.accelerator=gpu"]))
     assert str(info.value).startswith("profiler=ncu needs Nsight Compute's ncu, not found as 'ncu' on PATH;")
     assert "profiler.executable=/path/to/ncu" in str(info.value)
+
+
+def test_a_host_with_neither_a_gpu_nor_ncu_hears_of_the_gpu_first(compose_cfg, tmp_path, monkeypatch):
+    # Installing Nsight Compute would not help it: the first line says what would.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ConfigError) as info:
+        ncu.preflight(compose_cfg(["profiler=ncu", "dist.accelerator=cpu"]))
+    assert str(info.value) == ("dist.accelerator=cpu: profiler=ncu profiles GPU kernels and needs a GPU; use "
+                               "dist.accelerator=gpu on a host with one")
 
 
 def test_ncu_refuses_ranks_that_another_starter_starts(compose_cfg):

@@ -11,7 +11,8 @@ import pytorch_lightning as pl
 from rn50.tools.fake_imagenet import make
 from tiny_module import Tiny
 from rn50.measure.meter import Meter
-from rn50.measure.meter import point_line, sweep_size
+from rn50.measure.meter import point_line
+from rn50.point.identity import sweep_points, sweep_size
 from rn50.rank.progress import Progress
 
 
@@ -109,6 +110,9 @@ def test_sweep_size_counts_the_basic_sweepers_jobs():
     assert sweep_size(["model=resnet18"], params={"data.batch_size": "1,2,4"}) == 3
     assert sweep_size(["data.batch_size=8"], params={"data.batch_size": "1,2,4"}) == 1  # the command line wins
     assert sweep_size(["bench.steps=range(10,50,10)"]) == 4
+    # each job as its overrides, in the sweeper's order: what the job's `command` tag holds
+    assert sweep_points(["model=resnet18", "optim.lr=1e12,0.5"]) == [["model=resnet18", "optim.lr=1000000000000.0"],
+                                                                    ["model=resnet18", "optim.lr=0.5"]]
 
 
 def test_meter_off_a_terminal_with_a_real_stream_that_is_not_one(tmp_path):

@@ -1,0 +1,41 @@
+"""A process as others find it again: its host, its pid and when it started, so that a pid the
+kernel has handed to a new process since is not taken for it. A run's directory and its MLflow
+run record their launcher this way (rn50/launcher/rundir.py, rn50/tracking/store.py)."""
+
+import os
+import socket
+from typing import Dict, Optional
+
+
+def started(pid: int) -> Optional[str]:
+    """When process `pid` of this host started, in clock ticks since boot (/proc/PID/stat's 22nd
+    field); None where it is gone or the host has no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # after the command name, which may hold spaces
+
+
+def me() -> Dict[str, str]:
+    """This process: host, pid, start."""
+    return {"host": socket.gethostname(), "pid": str(os.getpid()), "started": started(os.getpid()) or ""}
+
+
+def alive(owner: Dict[str, str]) -> Optional[bool]:
+    """Whether the recorded process still runs: None where it ran on another host (this one cannot
+    tell), False where its pid is gone or now belongs to a process that started later."""
+    if owner.get("host") != socket.gethostname():
+        return None
+    try:
+        pid = int(owner.get("pid", ""))
+    except ValueError:
+        return False
+    now = started(pid)
+    return now is not None and (not owner.get("started") or now == owner["started"])
+
+
+def describe(owner: Dict[str, str]) -> str:
+    """'pid 4242 on node1'."""
+    return f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}"
