@@ -8,6 +8,7 @@ interrupted is still closed with the right status. In a --multirun each job is a
 child of the sweep's run (rn50/launcher/sweep.py).
 """
 
+import errno
 import logging
 import os
 import socket
@@ -82,15 +83,28 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
             if training:  # what a later train.resume=true, or SLURM's requeue, goes on from
                 resume.remember(out, run_id, params)
             ranks = ranks_done()
+            full = None  # a full disk under the output directory: the result goes to MLflow all the same
             with tracking.failing_as_run():  # a fault of this process after the ranks is the run's failure
                 record = (results.summarize_training(cfg, ranks, started, time.time()) if training
                           else results.summarize(cfg, ranks, started, time.time(), options))
-                files = results.write_files(record, ranks, out, run_id, cfg)
-                logs = sorted(str(log) for log in out.glob("rank*.log"))  # what the ranks printed: warnings
-                result = upload.keep(kept, cfg, run_id, name, parent, params, {**tags, **record.tags}, record,
-                                     [str(out / "resolved_config.yaml"), *files, *logs], started)  # before any is logged
-            with tracking.logging_kept(uri, kept):  # a store that fails: one line naming the kept result
+                what = (kept, cfg, run_id, name, parent, params, {**tags, **record.tags}, record)
+                try:
+                    files = results.write_files(record, ranks, out, run_id, cfg)
+                    logs = sorted(str(log) for log in out.glob("rank*.log"))  # what the ranks printed: warnings
+                    result = upload.keep(*what, [str(out / "resolved_config.yaml"), *files, *logs], started)
+                except OSError as exc:  # before any is logged
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    full = results.remove_files(out)  # none of them half-written
+                    logs = sorted(str(log) for log in out.glob("rank*.log"))
+                    result = upload.result_of(*what, [str(out / "resolved_config.yaml"), *logs], started)
+                    result["tags"]["output_dir_error"] = f"no space left on device in {out}"
+            with tracking.logging_kept(uri, None if full else kept):  # a store that fails: one line naming the kept result
                 upload.log(result, out, uri, run_id)
+            if full:
+                log.warning("no space left on device in %s: the run's files there (%s) were not written; its figures "
+                            "are in MLflow run %s. Free space there, or give the next run hydra.run.dir=/a/path/with/space",
+                            out, ", ".join(full), run_id)
             if record.failure:  # logged with its proof, then the run fails: a figure counts only if it trained
                 raise RunFailed(record.failure, kind=failure_kind(record.failure))
             for warning in trained.warnings(record.metrics, fixed_batch=options.data.fixed_batch):

@@ -11,6 +11,7 @@ one line. Processes that torchrun or SLURM start are ranks of a run whose direct
 """
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -24,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from rn50 import owner
 from rn50.config.messages import reported
-from rn50.errors import ConfigError
+from rn50.errors import ConfigError, Rn50Error
 from rn50.tracking.upload import RESULT_FILE
 
 LOCK = ".rn50-run"
@@ -34,6 +35,7 @@ _held: List[int] = []  # this process's locks: open for its whole life
 def take(directory: Path, resuming: bool = False) -> Optional[str]:
     """Take `directory` for this process: None when it is this run's now, else why not ('pid 42 on
     node1 uses it')."""
+    made = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -45,8 +47,15 @@ def take(directory: Path, resuming: bool = False) -> Optional[str]:
     if (directory / RESULT_FILE).is_file() and not resuming:
         os.close(fd)  # lets go of the lock
         return f"it holds the results of an earlier run ({RESULT_FILE})"
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(owner.me()).encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(owner.me()).encode(), 0)
+    except OSError:  # a full disk: nothing of this run stays there
+        os.close(fd)
+        (directory / LOCK).unlink(missing_ok=True)
+        if made:
+            directory.rmdir()
+        raise
     _held.append(fd)
     return None
 
@@ -73,6 +82,20 @@ def own(directory: Path, key: str, given: bool, resuming: bool = False) -> Path:
             print(f"rn50: {directory} is another run's ({why}): this one's results go to {other}", file=sys.stderr)
             return other
     raise ConfigError(f"{key}={directory}: every directory from {directory.name}-2 on is taken")
+
+
+def own_or_say(directory: Path, key: str, given: bool, resuming: bool = False) -> Path:
+    """own(), with a directory that cannot be written (a full disk, no permission) as one line naming it."""
+    try:
+        return own(directory, key, given, resuming)
+    except OSError as exc:
+        raise Rn50Error(unwritable(directory, key, exc)) from None
+
+
+def unwritable(directory: Path, key: str, exc: OSError) -> str:
+    """'cannot write DIR: No space left on device; free space there or set KEY=/a/path/with/space'."""
+    fix = "free space there or set" if exc.errno == errno.ENOSPC else "run from a writable directory or set"
+    return f"cannot write {directory}: {exc.strerror}; {fix} {key}=/a/writable/path"
 
 
 def discard_unused(directory: Path, given: bool) -> None:
@@ -114,7 +137,7 @@ class RunDirectory(Callback):
         wanted = Path(OmegaConf.select(config, "hydra.run.dir"))
         resuming = bool(OmegaConf.select(config, "train.resume", default=False))
         with reported():
-            chosen = own(wanted, "hydra.run.dir", given(config.hydra, "hydra.run.dir"), resuming)
+            chosen = own_or_say(wanted, "hydra.run.dir", given(config.hydra, "hydra.run.dir"), resuming)
         if chosen != wanted:
             with read_write(config), open_dict(config):
                 config.hydra.run.dir = str(chosen)
@@ -124,7 +147,7 @@ class RunDirectory(Callback):
             return
         wanted = Path(OmegaConf.select(config, "hydra.sweep.dir"))
         with reported():
-            chosen = own(wanted, "hydra.sweep.dir", given(config.hydra, "hydra.sweep.dir"))
+            chosen = own_or_say(wanted, "hydra.sweep.dir", given(config.hydra, "hydra.sweep.dir"))
         if chosen != wanted:  # each job's config is composed again from hydra.overrides.hydra
             with read_write(config), open_dict(config):
                 config.hydra.sweep.dir = str(chosen)

@@ -8,8 +8,11 @@ import signal
 import sys
 from typing import Iterator
 
+from hydra.core.hydra_config import HydraConfig
+
 from rn50 import pool
 from rn50.errors import Interrupted
+from rn50.launcher import rundir
 from rn50.launcher.sweep import PARENT_ENV, URI_ENV
 from rn50.stops import STOP_SIGNALS
 from rn50.tracking import store as tracking
@@ -58,8 +61,14 @@ def closing() -> Iterator[None]:
             note = getattr(exc, "note", "") or "no run was open"
             say(f"rn50: interrupted by {what}: {note}" + (f"; sweep {parent} marked KILLED" if parent else ""))
             sys.exit(128 + signal.Signals[what])
-        if isinstance(exc, OSError) and exc.filename:  # Hydra's output directory, say, on a read-only disk
-            say(f"rn50: error: cannot write {exc.filename}: {exc.strerror}; run from a writable "
-                "directory or set hydra.run.dir=/a/writable/path")
-            sys.exit(2)
+        if isinstance(exc, OSError):  # Hydra writing its output directory, say, on a read-only or a full disk
+            where = exc.filename or output_dir()
+            if where:
+                say(f"rn50: error: {rundir.unwritable(where, 'hydra.run.dir', exc)}")
+                sys.exit(2)
         raise
+
+
+def output_dir() -> str:
+    """The run's output directory, where Hydra has set it; '' before."""
+    return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else ""

@@ -228,6 +228,17 @@ def write_files(record: RunRecord, ranks: List[RankResult], out: Path, run_id: s
     return [str(f) for f in files] + sorted(str(f) for f in out.glob("*profiler*.txt")) + record.files
 
 
+RESULT_FILES = ("step_times.csv", "ranks.csv", "gpu_telemetry.csv", "summary.json", "result.json", "result.partial")
+
+
+def remove_files(out: Path) -> List[str]:
+    """The run's result files that write_files and the kept result would leave in `out`, removed (a full
+    disk stopped them: none is left half-written); the names of those a run writes."""
+    for name in RESULT_FILES:
+        (Path(out) / name).unlink(missing_ok=True)
+    return ["result.json", "summary.json", "step_times.csv", "ranks.csv"]
+
+
 RANK_COLUMNS = ("rank", "node_rank", "local_rank", "hostname", "pid", "process_cpu_pct")
 
 

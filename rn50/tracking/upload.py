@@ -34,10 +34,24 @@ def result_file(out: Path) -> Path:
 
 def keep(path: Path, cfg, run_id: str, run_name: str, parent_run_id: Optional[str], params: Mapping[str, str],
          tags: Mapping[str, str], record, artifacts: Iterable[str], started: float) -> dict:
-    """Write the run's result to `path` (atomically: a reader never sees half a file) and return it.
+    """Write the run's result (`result_of`'s) to `path` and return it. Atomically: a reader never sees
+    half a file, and a write that fails (a full disk) leaves no part of one."""
+    result = result_of(path, cfg, run_id, run_name, parent_run_id, params, tags, record, artifacts, started)
+    partial = path.with_suffix(".partial")
+    try:
+        partial.write_text(json.dumps(result, indent=1) + "\n")
+        os.replace(partial, path)
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
+    return result
 
-    record: the run's RunRecord (rn50/results/summary.py); artifacts: files to log, kept relative to
-    path's folder where they lie in it, so that the output directory can move before an upload."""
+
+def result_of(path: Path, cfg, run_id: str, run_name: str, parent_run_id: Optional[str], params: Mapping[str, str],
+              tags: Mapping[str, str], record, artifacts: Iterable[str], started: float) -> dict:
+    """The run's result as `keep` writes it to `path`. record: the run's RunRecord (rn50/results/summary.py);
+    artifacts: files to log, kept relative to path's folder where they lie in it, so that the output
+    directory can move before an upload."""
     folder = path.parent.resolve()
     files = [Path(a).resolve() for a in artifacts]
     result = {
@@ -56,9 +70,6 @@ def keep(path: Path, cfg, run_id: str, run_name: str, parent_run_id: Optional[st
         "artifacts": [str(f.relative_to(folder)) if f.is_relative_to(folder) else str(f) for f in files],
         "failure": record.failure,  # a run that did not train (rn50/measure/trained.py) stays FAILED when uploaded
     }
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(partial, path)
     return result
 
 
