@@ -11,7 +11,6 @@ child of the sweep's run (rn50/launcher/sweep.py).
 import errno
 import logging
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -30,8 +29,8 @@ from rn50.options import clusters
 from rn50.point import identity
 from rn50.results import resume
 from rn50.results import summary as results
+from rn50.tracking import owners, upload
 from rn50.tracking import store as tracking
-from rn50.tracking import upload
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout, above rn50/launcher/
 log = logging.getLogger("rn50")
@@ -78,6 +77,7 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
     uri, kept = cfg.mlflow.tracking_uri, upload.result_file(out)
     with launch.started(cfg, config_yaml, out, options) as ranks_done:  # the ranks start while MLflow opens the run
         tracking.check_reachable(uri)  # the store itself: MLflow's import and schema
+        owners.close_orphans(uri)  # runs of this host whose launcher ended without closing them
         with tracking.record(cfg, name, tags, parent, continue_run_id=continued, kept=kept) as run_id:
             training = cfg.train.name == TrainName.accuracy
             if training:  # what a later train.resume=true, or SLURM's requeue, goes on from
@@ -159,7 +159,7 @@ def run_tags(cfg: DictConfig, out: Path) -> dict:
     overrides = HydraConfig.get().overrides.task
     return {
         "command": " ".join(["python -m rn50", *overrides]),
-        "launch_host": socket.gethostname(),
+        **owners.owner_tags(),  # launch_host and this process: a run it leaves open is closed later
         "output_dir": str(out),
         "dist": schema.dist_name(cfg),
         "cluster": cfg.cluster.name,

@@ -101,9 +101,13 @@ def unwritable(directory: Path, key: str, exc: OSError) -> str:
 def discard_unused(directory: Path, given: bool) -> None:
     """A run refused before it started: remove what Hydra and this module put in its directory (its
     config, its log, the lock) and the directory once empty; in Hydra's default place
-    (outputs/DATE/TIME) its date's folder and outputs/ too, where that leaves them empty. Anything
-    else (a directory the user gave, with files of theirs) stays."""
-    for name in (".hydra", LOCK, "__main__.log"):
+    (outputs/DATE/TIME) its date's folder and outputs/ too, where that leaves them empty. A directory
+    that holds anything else (an earlier run's, which train.resume=true named; files of the user's)
+    is left as it is."""
+    ours = {".hydra", LOCK, "__main__.log"}
+    if not directory.is_dir() or any(entry.name not in ours for entry in directory.iterdir()):
+        return
+    for name in ours:
         path = directory / name
         with contextlib.suppress(OSError):
             shutil.rmtree(path) if path.is_dir() else path.unlink()

@@ -24,6 +24,7 @@ from rn50.measure import meter
 from rn50.options import clusters, profilers
 from rn50.point import identity
 from rn50.results import report
+from rn50.tracking import owners
 from rn50.tracking import store as tracking
 
 PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
@@ -61,11 +62,13 @@ class SweepCallback(Callback):
         overrides = " ".join(o for o in config.hydra.overrides.task if not o.startswith("sweep.resume="))
         with reported():
             tracking.check_reachable(uri)
+            owners.close_orphans(uri)  # runs of this host whose launcher ended without closing them
             if config.sweep.resume:
                 parent = tracking.find_sweep(uri, config.mlflow.experiment_name, config.sweep.resume, overrides)
         os.environ[URI_ENV] = uri
         if config.sweep.resume:
-            before = tracking.reopen(uri, parent, {"sweep.dir": str(Path(config.hydra.sweep.dir).resolve())})
+            before = tracking.reopen(uri, parent, {"sweep.dir": str(Path(config.hydra.sweep.dir).resolve()),
+                                                   **owners.owner_tags()})
             before = before.get("sweep.overrides", "")
             print(f"rn50: resuming sweep {parent}: points that finished with the same config are not run again",
                   file=sys.stderr)
@@ -81,6 +84,7 @@ class SweepCallback(Callback):
             "sweep.start_time": started,
             "sweep.dir": str(Path(config.hydra.sweep.dir).resolve()),
             "command": f"python -m rn50 --multirun {overrides}",
+            **owners.owner_tags(),
         }
         os.environ[PARENT_ENV] = tracking.start_run(config, f"sweep {started}", tags, params=False)
 

@@ -39,6 +39,7 @@ from rn50.recipe import optimizers
 from rn50.recipe.model import ResNetModule, flops_per_image
 from rn50.recipe.precision import set_math_mode
 from rn50.results.summary import RankResult
+from rn50.tracking import owners
 
 environment.set_cuda_connections()  # before this rank makes its CUDA context
 comm.log_transports()  # before NCCL starts: the transport its channels take is in its log
@@ -139,24 +140,38 @@ def answer(task: dict, broken: Optional[BaseException] = None) -> tuple:
     broken: an error from before the task came (the warm-up), reported as the task's."""
     out, cfg = Path(task["out"]), None
     with console.stderr_to(rank_log(out, int(os.environ.get("RANK", 0)))) as log:
+        global _task_store
         try:
             if broken is not None:
                 raise broken
             cfg = load_config(task["config"])
+            _task_store = cfg.mlflow.tracking_uri
             return ("ok", run_rank(cfg, out))
         except Exception as exc:
             traceback.print_exc()  # into the log
             return failure(exc, cfg, log)
+        finally:
+            _task_store = None
+
+
+# The store of the task this rank runs, while it runs one: where its launcher's run is.
+_task_store: Optional[str] = None
+CLOSE_S = 10.0  # how long a rank whose launcher is gone tries to close its run
 
 
 def exit_with_parent(poll_s: float = 1.0) -> None:
     """End this process soon after the one that started it ends, whatever this one is doing: a
-    launcher killed outright (SIGKILL, a crash) never leaves its ranks running."""
+    launcher killed outright (SIGKILL, a crash) never leaves its ranks running. Rank 0 first closes
+    the run that launcher left open (rn50/tracking/owners.py), for at most CLOSE_S."""
     parent = os.getppid()
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(poll_s)
+        if _task_store and os.environ.get("RANK", "0") == "0":
+            closer = threading.Thread(target=owners.close_orphans, args=(_task_store,), daemon=True)
+            closer.start()
+            closer.join(CLOSE_S)
         os._exit(1)  # nobody waits for a result; its DataLoader workers follow their own parent
 
     threading.Thread(target=watch, name="rn50-parent-watch", daemon=True).start()

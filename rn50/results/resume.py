@@ -9,6 +9,7 @@ imports torch, so a bad resume is refused before any rank starts or any run open
 
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Dict, Optional
 
@@ -45,6 +46,22 @@ def hpc_checkpoint(out: Path) -> Optional[Path]:
     return found[-1] if found else None
 
 
+def broken(checkpoint: Path) -> Optional[str]:
+    """Why a checkpoint torch.save wrote cannot be loaded whole, read without torch; None where it can.
+    torch.save writes a zip archive: a file cut short (a full disk, a copy stopped halfway, a job
+    killed while saving) has lost the directory at its end, or holds less than it lists."""
+    try:
+        with zipfile.ZipFile(checkpoint) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        return f"not a whole checkpoint: {exc}"
+    size = checkpoint.stat().st_size
+    short = [e.filename for e in entries if e.header_offset + e.compress_size > size]
+    if short or not entries:
+        return f"not a whole checkpoint: {short[0] if short else 'no entries'} is cut short"
+    return None
+
+
 def run_to_continue(cfg: DictConfig, out: Path, params: Dict[str, str]) -> Optional[str]:
     """The MLflow run id to continue, or None for a new run; ConfigError when resuming cannot work.
     params: this run's config as MLflow params (tracking.config_params)."""
@@ -57,6 +74,11 @@ def run_to_continue(cfg: DictConfig, out: Path, params: Dict[str, str]) -> Optio
         raise ConfigError(f"train.resume=true but {out / CHECKPOINT_DIR / LAST} does not exist; run the same "
                           "command with hydra.run.dir set to the first run's output directory, which holds "
                           "checkpoints/ after its first epoch, or drop train.resume")
+    damaged = broken(last_checkpoint(out)) if last_checkpoint(out) else None
+    if damaged:
+        raise ConfigError(f"train.resume=true: {out / CHECKPOINT_DIR / LAST} is damaged ({damaged}); resume "
+                          "from a copy of it that is whole, or start afresh: drop train.resume, or give "
+                          "hydra.run.dir a new directory")
     if not info.is_file():
         if has_checkpoint:
             raise ConfigError(f"train.resume=true: {out} has a checkpoint but no {RUN_FILE}, so neither its "

@@ -79,6 +79,17 @@ def test_digits_reach_the_target_and_a_killed_run_resumes_to_the_same_result(tmp
     assert killed.wait() == 128 + signal.SIGTERM
     epochs_before = len((tmp_path / "parts" / "epochs.jsonl").read_text().splitlines())
     assert epochs_before < EPOCHS
+    # A checkpoint cut short is refused by name before anything starts; the KILLED run stays as it was.
+    last = tmp_path / "parts" / "checkpoints" / "last.ckpt"
+    whole_checkpoint = last.read_bytes()
+    last.write_bytes(whole_checkpoint[: len(whole_checkpoint) // 2])
+    damaged = rn50(tmp_path, *run, "hydra.run.dir=parts", "train.resume=true")
+    assert damaged.returncode == 2
+    (line,) = damaged.stderr.strip().splitlines()
+    assert line.startswith(f"rn50: error: train.resume=true: {last} is damaged (not a whole checkpoint: "), line
+    (killed_run,) = [r for r in runs_in(tmp_path) if r.data.tags["output_dir"] == str(tmp_path / "parts")]
+    assert killed_run.info.status == "KILLED"
+    last.write_bytes(whole_checkpoint)
     again = rn50(tmp_path, *run, "hydra.run.dir=parts", "train.resume=true")
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"rn50: epoch {epochs_before}/{EPOCHS}" not in again.stderr  # continued after the checkpoint's epoch

@@ -121,6 +121,30 @@ def test_no_rank_outlives_a_launcher_killed_outright(tmp_path):
     launcher.kill()  # SIGKILL: nothing of the launcher runs, so its rank must notice by itself
     launcher.wait()
     wait_for(lambda: not alive(rank), "end of the orphaned rank", timeout_s=60)  # the issue: within seconds
+    # ... and close the run its launcher left RUNNING
+    (run,) = runs_in(tmp_path)
+    assert run.info.status == "KILLED" and run.data.tags["failure"] == "launcher_lost"
+    assert run.data.tags["error"] == f"its launcher (pid {launcher.pid} on {os.uname().nodename}) ended without closing it"
+
+
+def test_the_next_command_closes_a_run_whose_launcher_and_ranks_were_killed(tmp_path):
+    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    with open(tmp_path / "stderr", "w") as err:
+        launcher = subprocess.Popen([sys.executable, "-m", "rn50", *ENDLESS], cwd=tmp_path, env=ENV,
+                                    stdout=subprocess.DEVNULL, stderr=err)
+    wait_for(lambda: "rn50: measuring" in (tmp_path / "stderr").read_text(), "measuring rank")
+    (rank,) = ranks_in(tmp_path)
+    os.kill(rank, signal.SIGKILL)  # the rank first, so that nothing is left to close the run
+    launcher.kill()
+    launcher.wait()
+    wait_for(lambda: not alive(rank), "end of the rank")
+    (left,) = runs_in(tmp_path)
+    assert left.info.status == "RUNNING"
+    proc = subprocess.run([sys.executable, "-m", "rn50", *TINY], cwd=tmp_path, env=ENV, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = {r.info.run_id: r for r in runs_in(tmp_path)}
+    assert runs[left.info.run_id].info.status == "KILLED"
+    assert runs[left.info.run_id].data.tags["failure"] == "launcher_lost"
 
 
 def test_a_killed_rank_is_one_line_and_its_signal_is_in_the_sweep_report(tmp_path):

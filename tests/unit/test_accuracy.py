@@ -71,7 +71,7 @@ def test_bad_input_is_refused_before_any_run(compose_cfg, tmp_path):
     refused(["data=imagefolder", f"data.root={tree}", "train.resume=true"], r"checkpoints/last\.ckpt does not exist")
     out = tmp_path / "out"
     (out / "checkpoints").mkdir(parents=True)
-    (out / "checkpoints" / "last.ckpt").write_bytes(b"")
+    torch.save({"epoch": 1, "state_dict": {"w": torch.ones(4096)}}, out / "checkpoints" / "last.ckpt")
     cfg = compose_cfg([*SETTLED, "data.batch_size=2", "data=imagefolder", f"data.root={tree}", "model=resnet18"])
     launch.preflight(cfg)  # as a run remembers its params: resolved (model.num_classes follows the folders)
     resume.remember(out, "run123", tracking.config_params(cfg))
@@ -90,6 +90,16 @@ def test_bad_input_is_refused_before_any_run(compose_cfg, tmp_path):
     assert moved["data._target_"] == "rn50.pipelines.ImageFolder"
     resume.remember(out, "run123", moved)
     assert resume.run_to_continue(resumed, out, tracking.config_params(resumed)) == "run123"
+    # A checkpoint cut short (a full disk, a copy stopped halfway) is refused before anything starts, by name.
+    last = out / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:10_000])
+    with pytest.raises(ConfigError, match=rf"^train\.resume=true: {last} is damaged \(not a whole checkpoint: .*\); "
+                                          r"resume from a copy of it that is whole, or start afresh: drop "
+                                          r"train\.resume, or give hydra\.run\.dir a new directory$"):
+        resume.run_to_continue(resumed, out, tracking.config_params(resumed))
+    last.write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"is damaged \(not a whole checkpoint: File is not a zip file\)"):
+        resume.run_to_continue(resumed, out, tracking.config_params(resumed))
 
 
 def test_progress_is_one_line_per_epoch_off_a_terminal_and_a_bar_on_one():
