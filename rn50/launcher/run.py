@@ -109,7 +109,9 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
                 raise RunFailed(record.failure, kind=failure_kind(record.failure))
             for warning in trained.warnings(record.metrics, fixed_batch=options.data.fixed_batch):
                 log.warning(warning)
-    return say_done(cfg, name, {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics}, out, parent)
+    contention = {"contention": record.tags["contention"]} if "contention" in record.tags else {}
+    return say_done(cfg, name, {"run_id": run_id, "arch": cfg.model.arch.value, **record.metrics, **contention}, out,
+                    parent)
 
 
 def say_done(cfg: DictConfig, name: str, summary: dict, out: Path, parent: Optional[str]) -> dict:

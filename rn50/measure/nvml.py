@@ -224,3 +224,15 @@ def has_nvlink(handle) -> Optional[bool]:
         return False
     except Exception:  # no NVML: the transport says P2P alone
         return None
+
+
+def process_pids(handle) -> List[int]:
+    """The pids of the processes NVML sees on the GPU (compute and graphics); [] where it cannot say."""
+    nvml = library()
+    found = []
+    for query in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+        try:
+            found += [p.pid for p in getattr(nvml, query)(handle)]
+        except Exception:  # an NVML without the query, or a GPU that does not answer it
+            continue
+    return found

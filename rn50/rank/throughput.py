@@ -11,7 +11,7 @@ import pytorch_lightning as pl
 import torch
 
 from rn50.heap import Collections
-from rn50.measure import comm, nvml
+from rn50.measure import comm, host, nvml
 from rn50.measure.device import DeviceClock, allreduce_ms, gradient_bytes, handle_for_cuda_device
 from rn50.measure.timing import WindowTimer
 from rn50.recipe import scalers
@@ -40,6 +40,9 @@ class ThroughputCallback(pl.Callback):
         # it costs no kernel and no sync; all are read once, after the last step.
         self._losses: List[torch.Tensor] = []
         self.collections = Collections()  # the garbage collector's passes inside the windows
+        # What else ran beside the windows (rn50/measure/host.py): host-wide and own CPU seconds, GPU pids.
+        self._host_s = self._own_s = None
+        self._gpu_pids: set = set()
 
     def setup(self, trainer, pl_module, stage):
         gc.callbacks.append(self.collections)
@@ -65,12 +68,23 @@ class ThroughputCallback(pl.Callback):
         self._cpu_s += sign * time.process_time()
         self._wall_s += sign * time.perf_counter()
         self.collections.counting = self.timer.measuring
+        self._look_around(sign)
         if self.sampler is None:
             return
         if self.timer.measuring:
             self.sampler.start()
         else:
             self.sampler.stop()
+
+    def _look_around(self, sign: int) -> None:
+        """At the windows' first and last edge, outside them: the host's busy CPU time and this rank's
+        (its processes' tree), and the processes on its GPU."""
+        now_host, now_own = host.busy_s(), host.tree_cpu_s(os.getpid())
+        if now_host is not None and now_own is not None:
+            self._host_s = (self._host_s or 0.0) + sign * now_host
+            self._own_s = (self._own_s or 0.0) + sign * now_own
+        if self._handle is not None:
+            self._gpu_pids |= set(nvml.process_pids(self._handle))
 
     def teardown(self, trainer, pl_module, stage):
         if self.collections in gc.callbacks:
@@ -99,6 +113,10 @@ class ThroughputCallback(pl.Callback):
             **self._communication(trainer, pl_module),
             gc_collections=self.collections.count,
             gc_ms=self.collections.ms,
+            host_busy_s=self._host_s,
+            own_cpu_s=self._own_s,
+            windows_wall_s=self._wall_s,
+            gpu_others=host.other_gpu_processes(self._gpu_pids, [os.getpid()]) if self._handle is not None else [],
         )
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             gathered = [None] * torch.distributed.get_world_size()

@@ -46,9 +46,11 @@ COLUMNS = [
     # The proof that the run trained (rn50/measure/trained.py): a figure counts only if it did.
     ("loss_first", "loss first"), ("loss_last", "loss last"), ("loss_fell", "loss fell"),
     ("skipped_in_window", "skipped in window"),
-    ("startup_s", "startup s"), ("wall_s", "wall s"), ("status", "status"),
+    ("startup_s", "startup s"), ("wall_s", "wall s"),
+    # What else ran beside the windows (rn50/measure/host.py): shown where any point had company.
+    ("contended", "contended"), ("status", "status"),
 ]
-CSV_EXTRA = ["failure", "error", "point", "run_id", "image_size", "accelerator"]
+CSV_EXTRA = ["failure", "error", "point", "run_id", "image_size", "accelerator", "contention"]
 # train=accuracy runs (the `train.name` param): their columns, before status, when a report has any.
 ACCURACY_COLUMNS = [("best_top1_pct", "best top-1 %"), ("time_to_target_s", "time to target s"),
                     ("train_s", "train s"), ("epochs", "epochs")]
@@ -113,6 +115,7 @@ def _row(run) -> Dict:
         "startup_s": m.get("time/startup_s"), "wall_s": m.get("time/wall_s"),
         # a point that did not train has its warm-up but no window
         "busy_s": (m["time/warmup_s"] + m.get("window/seconds_total", 0.0)) if "time/warmup_s" in m else None,
+        "contended": {"true": "yes", "false": "no"}.get(t.get("contended")), "contention": t.get("contention", ""),
         "status": status, "failure": failure,
         "error": t.get("error", ""),
         "profiled": p.get("profiler.name", "none") != "none",
@@ -314,8 +317,10 @@ def columns(rows: List[Dict]) -> List[Tuple[str, str]]:
     one, many = device_names(rows)
     gpus = any(r.get("accelerator", "cuda") == "cuda" for r in rows)
     several = any((r["gpus"] or 0) > 1 for r in rows)  # communication: columns where a point had some
+    company = any(r.get("contended") == "yes" for r in rows)
     cols = [(k, h.format(device=one, devices=many)) for k, h in COLUMNS
-            if (k != "gpu_utilization_pct" or gpus) and (k not in COMM_COLUMNS or several)]
+            if (k != "gpu_utilization_pct" or gpus) and (k not in COMM_COLUMNS or several)
+            and (k != "contended" or company)]
     if any(r.get("training") for r in rows):
         cols[-1:-1] = ACCURACY_COLUMNS
     return cols

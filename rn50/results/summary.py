@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from rn50.config.schema import TrainName, dist_name
-from rn50.measure import comm, mfu, nvml, timing, trained
+from rn50.measure import comm, host, mfu, nvml, timing, trained
 
 
 @dataclass
@@ -70,6 +70,14 @@ class RankResult:
     """Garbage-collector passes inside the measured windows."""
     gc_ms: float = 0.0
     """Host milliseconds those passes took: the host queued no work meanwhile."""
+    host_busy_s: Optional[float] = None
+    """CPU seconds the whole host was busy over the windows (/proc/stat); None where it cannot say."""
+    own_cpu_s: Optional[float] = None
+    """CPU seconds this rank's processes (it and its children) used over the windows."""
+    windows_wall_s: float = 0.0
+    """Wall seconds from the first window's start to the last one's end."""
+    gpu_others: List[int] = field(default_factory=list)
+    """Pids of other processes NVML showed on this rank's GPU at the windows' edges."""
 
 
 @dataclass
@@ -113,6 +121,8 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float, optio
         dist=dist_name(cfg),
         **{trained.PROOF_TAG: "1"},
     )
+    if not failure:
+        tags.update(contention(ranks)[1])
     transport = comm.joined(r.transport for r in ranks)
     if transport:
         tags["comm_transport"] = transport
@@ -157,6 +167,7 @@ def figures(cfg, ranks: List[RankResult], math_mode: str) -> Dict[str, float]:
         if cpu:  # the share of the cores each rank may use, so a CPU run has a utilization too
             metrics["cpu/utilization_pct"] = sum(cpu) / len(cpu)
     metrics.update(communication(ranks))
+    metrics.update(contention(ranks)[0])
     metrics["host/gc_collections"] = max(r.gc_collections for r in ranks)
     metrics["host/gc_ms"] = max(r.gc_ms for r in ranks)
     if zero.flops_per_image:
@@ -179,6 +190,31 @@ def communication(ranks: List[RankResult]) -> Dict[str, float]:
     ms, nbytes = max(timed), ranks[0].allreduce_bytes
     return {"comm/allreduce_ms": ms, "comm/busbw_GBps": comm.bus_bandwidth_GBps(nbytes, ms, len(ranks)),
             "comm/gradient_MB": nbytes / 1e6}
+
+
+def contention(ranks: List[RankResult]) -> tuple:
+    """(metrics, tags) of what else ran beside the windows: host/other_cpu_cores (the most on any host of
+    the run: cores other processes kept busy) and gpu/other_processes, and the tags contended (true or
+    false) and, where it is true, contention saying what was found."""
+    metrics, found = {}, []
+    for hostname in sorted({r.hostname for r in ranks}):
+        mine = [r for r in ranks if r.hostname == hostname]
+        if any(r.host_busy_s is None or r.own_cpu_s is None for r in mine):
+            continue
+        wall = max(r.windows_wall_s for r in mine)
+        others = host.other_cores(max(r.host_busy_s for r in mine), sum(r.own_cpu_s for r in mine), wall)
+        metrics["host/other_cpu_cores"] = max(others, metrics.get("host/other_cpu_cores", 0.0))
+        if host.cpu_contended(others, mine[0].cpu_cores):
+            found.append(f"other processes kept {others:.1f} of {mine[0].cpu_cores} cores busy on {hostname}")
+    gpus = {r.rank: r.gpu_others for r in ranks if r.gpu_others}
+    if any(r.samples for r in ranks):  # GPU ranks
+        metrics["gpu/other_processes"] = float(sum(len(p) for p in gpus.values()))
+    for rank, pids in sorted(gpus.items()):
+        found.append(f"{len(pids)} other process{'es' * (len(pids) > 1)} on rank {rank}'s GPU "
+                     f"(pid {', '.join(map(str, pids))})")
+    if not metrics:
+        return metrics, {}
+    return metrics, {"contended": str(bool(found)).lower(), **({"contention": "; ".join(found)} if found else {})}
 
 
 def summarize_training(cfg, ranks: List[RankResult], started_at: float, now: float) -> RunRecord:
@@ -260,8 +296,10 @@ def usable_cores() -> int:
 
 
 def headline(name: str, metrics: Dict[str, Any]) -> str:
-    proof = trained.note(metrics)
+    """The run's line: its figure, its proof, and what else ran beside its windows (metrics' `contention`,
+    the tag of that name, where it has one)."""
+    proof, contention = trained.note(metrics), metrics.get("contention")
     return (f"{name}: {metrics['throughput/images_per_sec']:,.1f} images/sec "
             f"({metrics['throughput/images_per_sec_per_device']:,.1f} per device), "
             f"step {metrics['step_time/median_ms']:.2f} ms median, first step after {metrics['time/startup_s']:.1f} s"
-            + (f"; {proof}" if proof else ""))
+            + (f"; {proof}" if proof else "") + (f"; contended: {contention}" if contention else ""))

@@ -1,0 +1,68 @@
+"""What else ran beside a run: the host's CPU time against the run's own processes', and the other
+processes on its GPUs, both read at the measured windows' edges (rn50/rank/throughput.py). A figure
+taken while something else loaded the host or the GPU is kept, and tagged contended=true with what
+was found (rn50/results/summary.py). No torch here: the launcher sums the ranks' readings up."""
+
+import os
+from typing import Dict, Iterable, List, Optional
+
+# CPU time of other processes, over the windows, above which a run counts as contended: half a core,
+# or a tenth of the host's cores where that is more (a host's own daemons stay under it).
+OTHER_CORES_MIN = 0.5
+OTHER_SHARE_MIN = 0.1
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def busy_s() -> Optional[float]:
+    """CPU seconds this host's cores have been busy since boot (/proc/stat: all but idle and iowait);
+    None without /proc."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / _TICK  # user..steal: guest time is inside user already
+
+
+def _stat(pid: str) -> Optional[List[str]]:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def tree_cpu_s(root: int) -> Optional[float]:
+    """CPU seconds used so far by process `root` and every process below it (its DataLoader workers, a
+    pool's children); None without /proc."""
+    if not os.path.isdir("/proc"):
+        return None
+    stats = {pid: stat for pid in os.listdir("/proc") if pid.isdigit() and (stat := _stat(pid))}
+    children: Dict[str, List[str]] = {}
+    for pid, stat in stats.items():
+        children.setdefault(stat[1], []).append(pid)  # the field after the state: the parent's pid
+    total, todo = 0.0, [str(root)]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += (int(stats[pid][11]) + int(stats[pid][12])) / _TICK  # utime, stime
+        todo += children.get(pid, [])
+    return total
+
+
+def other_cores(host_busy_s: float, own_cpu_s: float, wall_s: float) -> float:
+    """Cores other processes kept busy on average over wall_s: the host's busy time less the run's own."""
+    return max(0.0, host_busy_s - own_cpu_s) / wall_s if wall_s > 0 else 0.0
+
+
+def cpu_contended(others: float, cores: int) -> bool:
+    return others > max(OTHER_CORES_MIN, OTHER_SHARE_MIN * cores)
+
+
+def other_gpu_processes(seen: Iterable[int], own: Iterable[int]) -> List[int]:
+    """The pids NVML showed on a rank's GPU that are not the run's own processes, sorted. In a container
+    NVML may give the host's pids: where none of the run's is among them, one of them is the rank."""
+    seen, own = set(seen), set(own)
+    others = sorted(seen - own)
+    return others[1:] if others and not seen & own else others
