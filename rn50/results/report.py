@@ -254,12 +254,15 @@ NOT_STARTED = "NOT STARTED"
 def not_started(overrides: str, children: list, accelerator: str) -> List[Dict]:
     """A row for each job of the sweep's `sweep.overrides` that no child run was made for (a sweep
     stopped before it, its launcher gone), named in its model cell by the keys the sweep varies; no figures."""
-    made = {r.data.tags.get("command", "") for r in children}
+    def point(job) -> tuple:  # a job's overrides, in any order, but for sweep.resume, which a resumed job adds
+        return tuple(sorted(o for o in job if not o.startswith("sweep.resume=")))
+
+    made = {point(r.data.tags.get("command", "").split()[3:]) for r in children}
     jobs = sweep_points(overrides.split()) if overrides else []
     varied = {o.split("=", 1)[0] for job in jobs for o in job if len({j[job.index(o)] for j in jobs}) > 1}
     rows = []
     for job in jobs:
-        if " ".join(["python -m rn50", *job]) in made:
+        if point(job) in made:
             continue
         name = " ".join(o for o in job if o.split("=", 1)[0] in varied) or " ".join(job)
         rows.append({**{k: None for k, _ in COLUMNS}, "model": f"not started: {name}", "point": " ".join(job),
