@@ -135,12 +135,17 @@ def failure(exc: BaseException, cfg, log: Optional[Path]) -> tuple:
     return ("error", time.time(), message, kind, str(log) if log else None)
 
 
+# The store of the task this rank runs, while it runs one: where its launcher's run is.
+_task_store: Optional[str] = None
+CLOSE_S = 10.0  # how long a rank whose launcher is gone tries to close its run
+
+
 def answer(task: dict, broken: Optional[BaseException] = None) -> tuple:
     """('ok', results) or a failure for one run, with this rank's output in its log (pool.rank_log).
     broken: an error from before the task came (the warm-up), reported as the task's."""
+    global _task_store
     out, cfg = Path(task["out"]), None
     with console.stderr_to(rank_log(out, int(os.environ.get("RANK", 0)))) as log:
-        global _task_store
         try:
             if broken is not None:
                 raise broken
@@ -153,10 +158,6 @@ def answer(task: dict, broken: Optional[BaseException] = None) -> tuple:
         finally:
             _task_store = None
 
-
-# The store of the task this rank runs, while it runs one: where its launcher's run is.
-_task_store: Optional[str] = None
-CLOSE_S = 10.0  # how long a rank whose launcher is gone tries to close its run
 
 
 def exit_with_parent(poll_s: float = 1.0) -> None:

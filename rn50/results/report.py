@@ -254,15 +254,14 @@ NOT_STARTED = "NOT STARTED"
 def not_started(overrides: str, children: list, accelerator: str) -> List[Dict]:
     """A row for each job of the sweep's `sweep.overrides` that no child run was made for (a sweep
     stopped before it, its launcher gone), named in its model cell by the keys the sweep varies; no figures."""
-    def point(job) -> tuple:  # a job's overrides, in any order, but for sweep.resume, which a resumed job adds
-        return tuple(sorted(o for o in job if not o.startswith("sweep.resume=")))
-
-    made = {point(r.data.tags.get("command", "").split()[3:]) for r in children}
+    # A run is a job's when its command holds all of the job's overrides: a resumed sweep's jobs add
+    # sweep.resume, a SLURM sweep's add mlflow.run_id.
+    made = [set(r.data.tags.get("command", "").split()) for r in children]
     jobs = sweep_points(overrides.split()) if overrides else []
     varied = {o.split("=", 1)[0] for job in jobs for o in job if len({j[job.index(o)] for j in jobs}) > 1}
     rows = []
     for job in jobs:
-        if point(job) in made:
+        if any(set(job) <= command for command in made):
             continue
         name = " ".join(o for o in job if o.split("=", 1)[0] in varied) or " ".join(job)
         rows.append({**{k: None for k, _ in COLUMNS}, "model": f"not started: {name}", "point": " ".join(job),
