@@ -148,3 +148,14 @@ def cpu_precision_warning(precision, device_type) -> str:
             "than fp32 in rn50's tests; use precision=fp32, or precision=bf16")
     log.warning(line)
     return line
+
+
+def drop_file_logs(folder: Path) -> None:
+    """Stop logging into files in `folder` (Hydra's job log): a disk that filled up there would make
+    every later line a "--- Logging error ---" traceback on the console."""
+    for logger in [logging.getLogger(), *[logging.getLogger(n) for n in list(logging.root.manager.loggerDict)]]:
+        for handler in list(getattr(logger, "handlers", [])):
+            if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == Path(folder).resolve():
+                logger.removeHandler(handler)
+                with contextlib.suppress(OSError):
+                    handler.close()

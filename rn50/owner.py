@@ -18,20 +18,42 @@ def started(pid: int) -> Optional[str]:
     return stat.rsplit(")", 1)[1].split()[19]  # after the command name, which may hold spaces
 
 
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _pid_namespace() -> str:
+    """Which pid namespace this process sees (containers on one host each have their own): '' without /proc."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
 def me() -> Dict[str, str]:
-    """This process: host, pid, start."""
-    return {"host": socket.gethostname(), "pid": str(os.getpid()), "started": started(os.getpid()) or ""}
+    """This process: host, pid, start, and the host's boot and the pid namespace its pid is one of."""
+    return {"host": socket.gethostname(), "pid": str(os.getpid()), "started": started(os.getpid()) or "",
+            "boot": _read("/proc/sys/kernel/random/boot_id"), "pidns": _pid_namespace()}
 
 
 def alive(owner: Dict[str, str]) -> Optional[bool]:
-    """Whether the recorded process still runs: None where it ran on another host (this one cannot
-    tell), False where its pid is gone or now belongs to a process that started later."""
-    if owner.get("host") != socket.gethostname():
+    """Whether the recorded process still runs. None where this process cannot tell: another host, or
+    another pid namespace of this one (a container sharing the host's name), or no /proc. False where
+    the host has booted since, or its pid is gone or now belongs to a process that started later."""
+    if owner.get("host") != socket.gethostname() or not os.path.isdir("/proc"):
+        return None
+    if owner.get("boot") and owner["boot"] != _read("/proc/sys/kernel/random/boot_id"):
+        return False
+    if owner.get("pidns") != _pid_namespace():  # recorded without one (an older rn50), or another container's
         return None
     try:
         pid = int(owner.get("pid", ""))
     except ValueError:
-        return False
+        return None
     now = started(pid)
     return now is not None and (not owner.get("started") or now == owner["started"])
 

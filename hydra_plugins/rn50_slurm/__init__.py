@@ -53,9 +53,9 @@ class SlurmLauncher(SubmititSlurmLauncher):
                 for idx, overrides, cfg, _ in points}
         runs, jobs = {}, {}
         try:
-            for idx, _, cfg, _ in points:
+            for idx, overrides, cfg, _ in points:
                 if done[idx] is None:
-                    runs[idx] = slurm_jobs.make_run(cfg, parent, hashes[idx - initial_job_idx])
+                    runs[idx] = slurm_jobs.make_run(cfg, parent, hashes[idx - initial_job_idx], overrides)
             for idx, overrides, cfg, params in points:
                 if idx not in runs:
                     continue

@@ -20,6 +20,7 @@ from typing import Optional
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from rn50 import console
 from rn50.config import schema
 from rn50.config.schema import TrainName
 from rn50.errors import ConfigError, RunFailed, failure_kind
@@ -93,14 +94,23 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
                     logs = sorted(str(log) for log in out.glob("rank*.log"))  # what the ranks printed: warnings
                     result = upload.keep(*what, [str(out / "resolved_config.yaml"), *files, *logs], started)
                 except OSError as exc:  # before any is logged
-                    if exc.errno != errno.ENOSPC:
+                    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                         raise
                     full = results.remove_files(out)  # none of them half-written
+                    console.drop_file_logs(out)  # its log there would fail at every line
                     logs = sorted(str(log) for log in out.glob("rank*.log"))
                     result = upload.result_of(*what, [str(out / "resolved_config.yaml"), *logs], started)
                     result["tags"]["output_dir_error"] = f"no space left on device in {out}"
-            with tracking.logging_kept(uri, None if full else kept):  # a store that fails: one line naming the kept result
-                upload.log(result, out, uri, run_id)
+            try:
+                with tracking.logging_kept(uri, None if full else kept):  # a store that fails: one line naming the kept result
+                    upload.log(result, out, uri, run_id)
+            except Exception as exc:
+                if not full:
+                    raise
+                figure = record.metrics.get("throughput/images_per_sec")
+                raise RunFailed(f"no space left on device in {out}, and mlflow.tracking_uri={uri} failed too "
+                                f"({tracking.first_line(exc)}): the result is lost"
+                                + (f"; it measured {figure:,.1f} images/sec" if figure else ""), kind="logging") from exc
             if full:
                 log.warning("no space left on device in %s: the run's files there (%s) were not written; its figures "
                             "are in MLflow run %s. Free space there, or give the next run hydra.run.dir=/a/path/with/space",

@@ -18,7 +18,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, Optional, Tuple
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
@@ -26,15 +26,26 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from rn50 import owner
 from rn50.config.messages import reported
 from rn50.errors import ConfigError, Rn50Error
+from rn50.launcher import slurm_jobs
 from rn50.tracking.upload import RESULT_FILE
 
 LOCK = ".rn50-run"
-_held: List[int] = []  # this process's locks: open for its whole life
+# What marks a directory as an earlier run's, or an earlier sweep's (Hydra writes multirun.yaml first).
+FINISHED_MARKS = (RESULT_FILE, "multirun.yaml")
+# File systems that take no flock (Lustre without flock, NFS with nolock, some FUSE): no lock there.
+NO_LOCKS = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
+_taken: Dict[Path, Tuple[int, bool]] = {}  # what this process took: its lock, open for its whole life, and
+                                           # whether it made the directory
+
+
+def taken() -> Optional[Path]:
+    """The directory this process took last, where it took one."""
+    return next(reversed(_taken), None)
 
 
 def take(directory: Path, resuming: bool = False) -> Optional[str]:
     """Take `directory` for this process: None when it is this run's now, else why not ('pid 42 on
-    node1 uses it')."""
+    node1 uses it'). OSError where it cannot be written."""
     made = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
@@ -44,9 +55,14 @@ def take(directory: Path, resuming: bool = False) -> Optional[str]:
         holder = _holder(fd)
         os.close(fd)
         return f"{owner.describe(holder)} uses it"
-    if (directory / RESULT_FILE).is_file() and not resuming:
+    except OSError as exc:
+        if exc.errno not in NO_LOCKS:
+            os.close(fd)
+            raise
+    mark = next((m for m in FINISHED_MARKS if (directory / m).is_file()), None)
+    if mark and not resuming:
         os.close(fd)  # lets go of the lock
-        return f"it holds the results of an earlier run ({RESULT_FILE})"
+        return f"it holds the results of an earlier {'sweep' if mark == 'multirun.yaml' else 'run'} ({mark})"
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(owner.me()).encode(), 0)
@@ -56,7 +72,7 @@ def take(directory: Path, resuming: bool = False) -> Optional[str]:
         if made:
             directory.rmdir()
         raise
-    _held.append(fd)
+    _taken[directory.resolve()] = (fd, made)
     return None
 
 
@@ -92,9 +108,14 @@ def own_or_say(directory: Path, key: str, given: bool, resuming: bool = False) -
         raise Rn50Error(unwritable(directory, key, exc)) from None
 
 
+# The errors of a write that the directory's disk refused (not a network's, which requests' are too).
+UNWRITABLE = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
 def unwritable(directory: Path, key: str, exc: OSError) -> str:
     """'cannot write DIR: No space left on device; free space there or set KEY=/a/path/with/space'."""
-    fix = "free space there or set" if exc.errno == errno.ENOSPC else "run from a writable directory or set"
+    fix = "free space there or set" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else \
+        "run from a writable directory or set"
     return f"cannot write {directory}: {exc.strerror}; {fix} {key}=/a/writable/path"
 
 
@@ -105,12 +126,15 @@ def discard_unused(directory: Path, given: bool) -> None:
     that holds anything else (an earlier run's, which train.resume=true named; files of the user's)
     is left as it is."""
     ours = {".hydra", LOCK, "__main__.log"}
-    if not directory.is_dir() or any(entry.name not in ours for entry in directory.iterdir()):
-        return
+    directory = directory.resolve()
+    if directory not in _taken or not directory.is_dir() or any(e.name not in ours for e in directory.iterdir()):
+        return  # not this process's (a torchrun rank's), or it holds more than this run wrote
     for name in ours:
         path = directory / name
         with contextlib.suppress(OSError):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if not _taken[directory][1]:  # a directory that was there before the run stays
+        return
     for folder in [directory] if given else [directory, directory.parent, directory.parent.parent]:
         try:
             folder.rmdir()  # only where empty
@@ -119,9 +143,10 @@ def discard_unused(directory: Path, given: bool) -> None:
 
 
 def is_rank() -> bool:
-    """A process torchrun or srun started: a rank of a run whose directory rank 0 of torchrun (or the
-    launcher that submitted the SLURM job) took."""
-    return "SLURM_STEP_ID" in os.environ or os.environ.get("RANK", "0") != "0"
+    """A process torchrun or srun started: a rank of a run whose directory its starter named for the
+    run (torchrun's rendezvous id; the SLURM job's, which the launcher that submitted it took), and
+    which every rank of it shares."""
+    return "SLURM_STEP_ID" in os.environ or "RANK" in os.environ or "TORCHELASTIC_RUN_ID" in os.environ
 
 
 def given(hydra: DictConfig, key: str) -> bool:
@@ -136,7 +161,7 @@ class RunDirectory(Callback):
     a refusal here is its one line and exit status 2 (reported), before Hydra writes there."""
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        if is_rank():
+        if is_rank() or config.get("dry_run"):  # a dry run writes nothing there
             return
         wanted = Path(OmegaConf.select(config, "hydra.run.dir"))
         resuming = bool(OmegaConf.select(config, "train.resume", default=False))
@@ -151,15 +176,9 @@ class RunDirectory(Callback):
             return
         wanted = Path(OmegaConf.select(config, "hydra.sweep.dir"))
         with reported():
-            chosen = own_or_say(wanted, "hydra.sweep.dir", given(config.hydra, "hydra.sweep.dir"))
+            chosen = own_or_say(wanted, "hydra.sweep.dir", given(config.hydra, "hydra.sweep.dir"),
+                                resuming=bool(OmegaConf.select(config, "sweep.resume", default=False)))
         if chosen != wanted:  # each job's config is composed again from hydra.overrides.hydra
             with read_write(config), open_dict(config):
                 config.hydra.sweep.dir = str(chosen)
-                config.hydra.overrides.hydra.append(f"hydra.sweep.dir={_quoted(str(chosen))}")
-
-
-def _quoted(value: str) -> str:
-    """A value as an override's right-hand side: quoted where Hydra's grammar would read more into it."""
-    if all(c.isalnum() or c in "_./-" for c in value):
-        return value
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+                config.hydra.overrides.hydra.append(f"hydra.sweep.dir={slurm_jobs.quoted(str(chosen))}")

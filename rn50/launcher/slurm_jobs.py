@@ -50,12 +50,14 @@ def why_ended(text: str, exc: Exception) -> str:
     return lines[-1].strip()[:300]
 
 
-def make_run(cfg: DictConfig, parent: Optional[str], config_hash: str) -> str:
+def make_run(cfg: DictConfig, parent: Optional[str], config_hash: str, overrides: Sequence[str] = ()) -> str:
     """The job's MLflow run, made before it is submitted: the job records into it (mlflow.run_id,
     logging its own config as params), and the submitting host closes it by this id if SLURM ends
     the job before its rank 0 could. Tagged with the point's hash, so that a later sweep.resume
-    run of the point supersedes it in the report."""
-    tags = {"cluster": "slurm", "dist": dist_name(cfg), tracking.HASH_TAG: config_hash}
+    run of the point supersedes it in the report, and with its command (overrides: the job's), so
+    that a sweep's report finds its point even where the job never started."""
+    tags = {"cluster": "slurm", "dist": dist_name(cfg), tracking.HASH_TAG: config_hash,
+            "command": " ".join(["python -m rn50", *overrides])}
     return tracking.start_run(cfg, run_name(cfg), tags, parent, params=False)
 
 
@@ -170,11 +172,14 @@ class RankTask:
         return None
 
 
+def quoted(value: str) -> str:
+    """A value as an override's right-hand side, quoted as Hydra's grammar reads it back: a backslash
+    escapes only a quote or the closing quote."""
+    return "'" + re.sub(r"(\\*)('|$)", lambda m: 2 * m[1] + ("\\'" if m[2] else ""), value) + "'"
+
+
 def task_argv(argv: List[str], out: Path, run_id: str) -> List[str]:
     """The command's arguments for its tasks: its output directory and the run made for it."""
-    def quoted(value: str) -> str:  # Hydra's grammar: \ escapes only a quote or the closing quote
-        return "'" + re.sub(r"(\\*)('|$)", lambda m: 2 * m[1] + ("\\'" if m[2] else ""), value) + "'"
-
     ours = {"hydra.run.dir", "mlflow.run_id"}
     kept = [a for a in argv if a.lstrip("+~").split("=", 1)[0] not in ours]
     return [*kept, f"hydra.run.dir={quoted(str(out))}", f"mlflow.run_id={run_id}"]

@@ -8,8 +8,6 @@ import signal
 import sys
 from typing import Iterator
 
-from hydra.core.hydra_config import HydraConfig
-
 from rn50 import pool
 from rn50.errors import Interrupted
 from rn50.launcher import rundir
@@ -62,13 +60,8 @@ def closing() -> Iterator[None]:
             say(f"rn50: interrupted by {what}: {note}" + (f"; sweep {parent} marked KILLED" if parent else ""))
             sys.exit(128 + signal.Signals[what])
         if isinstance(exc, OSError):  # Hydra writing its output directory, say, on a read-only or a full disk
-            where = exc.filename or output_dir()
+            where = exc.filename or (rundir.taken() if exc.errno in rundir.UNWRITABLE else None)
             if where:
                 say(f"rn50: error: {rundir.unwritable(where, 'hydra.run.dir', exc)}")
                 sys.exit(2)
         raise
-
-
-def output_dir() -> str:
-    """The run's output directory, where Hydra has set it; '' before."""
-    return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else ""

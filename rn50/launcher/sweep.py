@@ -4,6 +4,7 @@ Registered in conf/config.yaml under hydra.callbacks. Jobs find the parent
 through the environment, which also reaches jobs a cluster launcher starts.
 """
 
+import json
 import logging
 import os
 import sys
@@ -81,6 +82,9 @@ class SweepCallback(Callback):
         tags = {
             tracking.SWEEP_ROLE[0]: tracking.SWEEP_ROLE[1],
             "sweep.overrides": overrides,
+            # the same as a JSON list: a value with a space in it stays one override (the report's NOT STARTED rows)
+            "sweep.override_list": json.dumps([o for o in config.hydra.overrides.task
+                                               if not o.startswith("sweep.resume=")]),
             "sweep.start_time": started,
             "sweep.dir": str(Path(config.hydra.sweep.dir).resolve()),
             "command": f"python -m rn50 --multirun {overrides}",

@@ -38,8 +38,15 @@ def compile_cache_dir() -> str:
 
 
 def set_compile_cache() -> None:
-    """Point inductor at compile_cache_dir(); read when it first compiles, so before any compile."""
-    os.environ[CACHE_ENV] = compile_cache_dir()
+    """Point inductor at compile_cache_dir(); read when it first compiles, so before any compile. Where
+    that cannot be written (a home the process may not write to), inductor keeps its own default."""
+    where = compile_cache_dir()
+    try:
+        os.makedirs(where, exist_ok=True)
+    except OSError:
+        return
+    if os.access(where, os.W_OK):
+        os.environ[CACHE_ENV] = where
 
 
 def _version(dist: str) -> str:

@@ -23,7 +23,7 @@ class ThroughputCallback(pl.Callback):
 
     def __init__(self, bench_cfg, telemetry_cfg, device_type: str):
         self.timer = WindowTimer(
-            bench_cfg.warmup_steps, bench_cfg.steps, bench_cfg.repeats, DeviceClock(device_type)
+            bench_cfg.warmup_steps, bench_cfg.steps, bench_cfg.repeats, DeviceClock(device_type), on_edge=self._at_edge
         )
         self.device_type = device_type
         self.interval_s = telemetry_cfg.interval_s
@@ -68,7 +68,6 @@ class ThroughputCallback(pl.Callback):
         self._cpu_s += sign * time.process_time()
         self._wall_s += sign * time.perf_counter()
         self.collections.counting = self.timer.measuring
-        self._look_around(sign)
         if self.sampler is None:
             return
         if self.timer.measuring:
@@ -76,9 +75,13 @@ class ThroughputCallback(pl.Callback):
         else:
             self.sampler.stop()
 
-    def _look_around(self, sign: int) -> None:
-        """At the windows' first and last edge, outside them: the host's busy CPU time and this rank's
-        (its processes' tree), and the processes on its GPU."""
+    def _at_edge(self, k: int) -> None:
+        """The timer's edge k, where its work is in no window (WindowTimer marks the window's start again
+        after it): at the first and the last, the host's busy CPU time and this rank's (its processes'
+        tree), and the processes on its GPU."""
+        if k not in (0, self.timer.repeats):
+            return
+        sign = -1 if k == 0 else 1  # the first edge is subtracted, the last added: their difference
         now_host, now_own = host.busy_s(), host.tree_cpu_s(os.getpid())
         if now_host is not None and now_own is not None:
             self._host_s = (self._host_s or 0.0) + sign * now_host
@@ -116,7 +119,7 @@ class ThroughputCallback(pl.Callback):
             host_busy_s=self._host_s,
             own_cpu_s=self._own_s,
             windows_wall_s=self._wall_s,
-            gpu_others=host.other_gpu_processes(self._gpu_pids, [os.getpid()]) if self._handle is not None else [],
+            gpu_pids=sorted(self._gpu_pids),
         )
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             gathered = [None] * torch.distributed.get_world_size()

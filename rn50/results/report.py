@@ -222,6 +222,7 @@ def collect(uri: str, parent_run_id: Optional[str] = None, experiment: Optional[
 
 
 def _collect(client, uri, parent_run_id, experiment, filter_string) -> List[Dict]:
+    filter_string_given = bool(filter_string)  # the points a filter leaves out are not "not started"
     if parent_run_id:
         exp_ids = [client.get_run(parent_run_id).info.experiment_id]
         clause = f"tags.`{tracking.PARENT_TAG}` = '{parent_run_id}'"
@@ -241,27 +242,33 @@ def _collect(client, uri, parent_run_id, experiment, filter_string) -> List[Dict
         rows = latest_per_point(rows)
     rows.sort(key=lambda r: (r["model"], r["precision"] or "", r["batch_per_gpu"], r["gpus"], r["start_time"]))
     rows = add_scaling(rows)
-    if parent_run_id:  # the sweep's points that have no run: after the others, in the sweep's order
+    if parent_run_id and not filter_string_given:  # the sweep's points that have no run, in its order
         kinds = {r["accelerator"] for r in rows}
-        rows += not_started(client.get_run(parent_run_id).data.tags.get("sweep.overrides", ""), children,
-                            kinds.pop() if len(kinds) == 1 else "cuda")
+        rows += not_started(client.get_run(parent_run_id).data.tags, children, kinds.pop() if len(kinds) == 1 else "cuda")
     return rows
 
 
 NOT_STARTED = "NOT STARTED"
 
 
-def not_started(overrides: str, children: list, accelerator: str) -> List[Dict]:
-    """A row for each job of the sweep's `sweep.overrides` that no child run was made for (a sweep
-    stopped before it, its launcher gone), named in its model cell by the keys the sweep varies; no figures."""
+def not_started(sweep_tags: Dict[str, str], children: list, accelerator: str) -> List[Dict]:
+    """A row for each job of the sweep (its `sweep.override_list` tag, or `sweep.overrides` of a sweep
+    logged before it) that no child run was made for (a sweep stopped before it, its launcher gone),
+    named in its model cell by the keys the sweep varies; no figures. None where the overrides do not
+    parse again."""
+    listed = sweep_tags.get("sweep.override_list")
+    overrides = json.loads(listed) if listed else sweep_tags.get("sweep.overrides", "").split()
+    try:
+        jobs = sweep_points(overrides) if overrides else []
+    except Exception:  # Hydra's OverrideParseException: a value it cannot read back
+        return []
     # A run is a job's when its command holds all of the job's overrides: a resumed sweep's jobs add
     # sweep.resume, a SLURM sweep's add mlflow.run_id.
-    made = [set(r.data.tags.get("command", "").split()) for r in children]
-    jobs = sweep_points(overrides.split()) if overrides else []
+    made = [f" {r.data.tags.get('command', '')} " for r in children]
     varied = {o.split("=", 1)[0] for job in jobs for o in job if len({j[job.index(o)] for j in jobs}) > 1}
     rows = []
     for job in jobs:
-        if any(set(job) <= command for command in made):
+        if any(all(f" {o} " in command for o in job) for command in made):
             continue
         name = " ".join(o for o in job if o.split("=", 1)[0] in varied) or " ".join(job)
         rows.append({**{k: None for k, _ in COLUMNS}, "model": f"not started: {name}", "point": " ".join(job),

@@ -76,8 +76,8 @@ class RankResult:
     """CPU seconds this rank's processes (it and its children) used over the windows."""
     windows_wall_s: float = 0.0
     """Wall seconds from the first window's start to the last one's end."""
-    gpu_others: List[int] = field(default_factory=list)
-    """Pids of other processes NVML showed on this rank's GPU at the windows' edges."""
+    gpu_pids: List[int] = field(default_factory=list)
+    """Pids of the processes NVML showed on this rank's GPU at the windows' edges, the run's own included."""
 
 
 @dataclass
@@ -206,7 +206,8 @@ def contention(ranks: List[RankResult]) -> tuple:
         metrics["host/other_cpu_cores"] = max(others, metrics.get("host/other_cpu_cores", 0.0))
         if host.cpu_contended(others, mine[0].cpu_cores):
             found.append(f"other processes kept {others:.1f} of {mine[0].cpu_cores} cores busy on {hostname}")
-    gpus = {r.rank: r.gpu_others for r in ranks if r.gpu_others}
+    own = [r.pid for r in ranks]  # a rank's GPU may show another rank of the run
+    gpus = {r.rank: others for r in ranks if (others := host.other_gpu_processes(r.gpu_pids, own))}
     if any(r.samples for r in ranks):  # GPU ranks
         metrics["gpu/other_processes"] = float(sum(len(p) for p in gpus.values()))
     for rank, pids in sorted(gpus.items()):

@@ -11,13 +11,20 @@ from typing import Dict, List
 from rn50 import owner
 from rn50.tracking import store
 
-PID_TAG, STARTED_TAG = "launcher_pid", "launcher_started"  # with launch_host, the host
+# The owner's fields (rn50/owner.py) as tags: launch_host is its host.
+TAGS = {"host": "launch_host", "pid": "launcher_pid", "started": "launcher_started", "boot": "launcher_boot",
+        "pidns": "launcher_pidns"}
+PID_TAG = TAGS["pid"]
 
 
 def owner_tags() -> Dict[str, str]:
     """This process as the owner of the runs it opens."""
-    me = owner.me()
-    return {"launch_host": me["host"], PID_TAG: me["pid"], STARTED_TAG: me["started"]}
+    return {TAGS[k]: v for k, v in owner.me().items()}
+
+
+def launcher(tags: Dict[str, str]) -> Dict[str, str]:
+    """The owner a run's tags record."""
+    return {k: tags.get(tag, "") for k, tag in TAGS.items()}
 
 
 def close_orphans(uri: str) -> List[str]:
@@ -31,11 +38,13 @@ def close_orphans(uri: str) -> List[str]:
     runs = store.search_runs(client, experiments, f"attributes.status = 'RUNNING' and tags.launch_host = '{host}'")
     closed = []
     for run in runs:
-        tags = run.data.tags
-        launcher = {"host": tags.get("launch_host"), "pid": tags.get(PID_TAG, ""), "started": tags.get(STARTED_TAG, "")}
-        if PID_TAG not in tags or owner.alive(launcher) is not False:  # logged before owners were, or alive
+        if PID_TAG not in run.data.tags or owner.alive(launcher(run.data.tags)) is not False:
+            continue  # logged before owners were, alive, or this host cannot tell
+        now = client.get_run(run.info.run_id)  # as it is now: a resume may have taken it on since the search
+        if now.info.status != "RUNNING" or owner.alive(launcher(now.data.tags)) is not False:
             continue
         store.end_run(uri, run.info.run_id, ok=False, killed=True, tags={
-            "failure": "launcher_lost", "error": f"its launcher ({owner.describe(launcher)}) ended without closing it"})
+            "failure": "launcher_lost",
+            "error": f"its launcher ({owner.describe(launcher(now.data.tags))}) ended without closing it"})
         closed.append(run.info.run_id)
     return closed

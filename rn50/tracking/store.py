@@ -486,6 +486,9 @@ def reopen(uri: str, run_id: str, tags: Mapping[str, str]) -> Dict[str, str]:
     """Mark a sweep's parent RUNNING again with new `tags`; returns its tags from before."""
     client = open_client(uri)
     before = dict(client.get_run(run_id).data.tags)
+    for key in ("failure", "error"):  # what the stop that ended it said: it goes on now
+        if key in before:
+            client.delete_tag(run_id, key)
     mark_running(client, run_id, tags)
     return before
 

@@ -111,13 +111,19 @@ def test_a_hang_up_marks_the_run_killed_and_leaves_no_rank(tmp_path, how):
     assert run.data.tags["failure"] == "interrupted" and run.data.tags["error"] == "interrupted by SIGHUP"
 
 
-def test_no_rank_outlives_a_launcher_killed_outright(tmp_path):
+def measuring(tmp_path):
+    """An endless run's launcher once its rank measures, and that rank's pid."""
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     with open(tmp_path / "stderr", "w") as err:
         launcher = subprocess.Popen([sys.executable, "-m", "rn50", *ENDLESS], cwd=tmp_path, env=ENV,
                                     stdout=subprocess.DEVNULL, stderr=err)
     wait_for(lambda: "rn50: measuring" in (tmp_path / "stderr").read_text(), "measuring rank")
     (rank,) = ranks_in(tmp_path)
+    return launcher, rank
+
+
+def test_no_rank_outlives_a_launcher_killed_outright(tmp_path):
+    launcher, rank = measuring(tmp_path)
     launcher.kill()  # SIGKILL: nothing of the launcher runs, so its rank must notice by itself
     launcher.wait()
     wait_for(lambda: not alive(rank), "end of the orphaned rank", timeout_s=60)  # the issue: within seconds
@@ -128,12 +134,7 @@ def test_no_rank_outlives_a_launcher_killed_outright(tmp_path):
 
 
 def test_the_next_command_closes_a_run_whose_launcher_and_ranks_were_killed(tmp_path):
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
-    with open(tmp_path / "stderr", "w") as err:
-        launcher = subprocess.Popen([sys.executable, "-m", "rn50", *ENDLESS], cwd=tmp_path, env=ENV,
-                                    stdout=subprocess.DEVNULL, stderr=err)
-    wait_for(lambda: "rn50: measuring" in (tmp_path / "stderr").read_text(), "measuring rank")
-    (rank,) = ranks_in(tmp_path)
+    launcher, rank = measuring(tmp_path)
     os.kill(rank, signal.SIGKILL)  # the rank first, so that nothing is left to close the run
     launcher.kill()
     launcher.wait()

@@ -7,9 +7,9 @@ from rn50.measure import host
 from rn50.results.summary import RankResult, contention
 
 
-def rank(r, host_s, own_s, wall_s=10.0, hostname="node1", gpu_others=(), samples=()):
+def rank(r, host_s, own_s, wall_s=10.0, hostname="node1", gpu_pids=(), samples=()):
     return RankResult(rank=r, node_rank=0, local_rank=r, hostname=hostname, pid=100 + r, windows=[], cpu_cores=8,
-                      host_busy_s=host_s, own_cpu_s=own_s, windows_wall_s=wall_s, gpu_others=list(gpu_others),
+                      host_busy_s=host_s, own_cpu_s=own_s, windows_wall_s=wall_s, gpu_pids=list(gpu_pids),
                       samples=list(samples))
 
 
@@ -27,8 +27,9 @@ def test_other_processes_cpu_time_is_the_hosts_less_the_runs():
 
 def test_other_processes_on_a_runs_gpus_are_named():
     samples = [(0.0, 99.0, 10.0, 600.0, 1900.0, 60.0)]
-    metrics, tags = contention([rank(0, 10.0, 10.0, gpu_others=[4242], samples=samples),
-                                rank(1, 10.0, 10.0, samples=samples)])
+    # rank 0's GPU shows it, another rank of the run, and one process more
+    metrics, tags = contention([rank(0, 10.0, 10.0, gpu_pids=[100, 101, 4242], samples=samples),
+                                rank(1, 10.0, 10.0, gpu_pids=[101], samples=samples)])
     assert metrics["gpu/other_processes"] == 1.0
     assert tags == {"contended": "true", "contention": "1 other process on rank 0's GPU (pid 4242)"}
 
