@@ -41,10 +41,3 @@ class Collections:
             self.count += 1
             self.ms += 1e3 * (time.perf_counter() - self._started)
             self._started = None
-
-    def __enter__(self) -> "Collections":
-        gc.callbacks.append(self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        gc.callbacks.remove(self)

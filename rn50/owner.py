@@ -4,18 +4,24 @@ run record their launcher this way (rn50/launcher/rundir.py, rn50/tracking/store
 
 import os
 import socket
-from typing import Dict, Optional
+from typing import Dict, List, Optional
+
+
+def stat_fields(pid) -> Optional[List[str]]:
+    """/proc/PID/stat's fields after the command name (which may hold spaces): the state first, then
+    the parent's pid, ...; None where the process is gone or the host has no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
 
 
 def started(pid: int) -> Optional[str]:
     """When process `pid` of this host started, in clock ticks since boot (/proc/PID/stat's 22nd
     field); None where it is gone or the host has no /proc."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]  # after the command name, which may hold spaces
+    fields = stat_fields(pid)
+    return fields[19] if fields else None
 
 
 def _read(path: str) -> str:

@@ -89,16 +89,15 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
                 record = (results.summarize_training(cfg, ranks, started, time.time()) if training
                           else results.summarize(cfg, ranks, started, time.time(), options))
                 what = (kept, cfg, run_id, name, parent, params, {**tags, **record.tags}, record)
+                logs = sorted(str(log) for log in out.glob("rank*.log"))  # what the ranks printed: warnings
                 try:
                     files = results.write_files(record, ranks, out, run_id, cfg)
-                    logs = sorted(str(log) for log in out.glob("rank*.log"))  # what the ranks printed: warnings
                     result = upload.keep(*what, [str(out / "resolved_config.yaml"), *files, *logs], started)
                 except OSError as exc:  # before any is logged
                     if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                         raise
                     full = results.remove_files(out)  # none of them half-written
                     console.drop_file_logs(out)  # its log there would fail at every line
-                    logs = sorted(str(log) for log in out.glob("rank*.log"))
                     result = upload.result_of(*what, [str(out / "resolved_config.yaml"), *logs], started)
                     result["tags"]["output_dir_error"] = f"no space left on device in {out}"
             try:

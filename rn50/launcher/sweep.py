@@ -60,7 +60,8 @@ class SweepCallback(Callback):
         self.total = identity.sweep_size(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
         start_first_ranks(config)
         uri = config.mlflow.tracking_uri
-        overrides = " ".join(o for o in config.hydra.overrides.task if not o.startswith("sweep.resume="))
+        listed = [o for o in config.hydra.overrides.task if not o.startswith("sweep.resume=")]
+        overrides = " ".join(listed)
         with reported():
             tracking.check_reachable(uri)
             owners.close_orphans(uri)  # runs of this host whose launcher ended without closing them
@@ -83,8 +84,7 @@ class SweepCallback(Callback):
             tracking.SWEEP_ROLE[0]: tracking.SWEEP_ROLE[1],
             "sweep.overrides": overrides,
             # the same as a JSON list: a value with a space in it stays one override (the report's NOT STARTED rows)
-            "sweep.override_list": json.dumps([o for o in config.hydra.overrides.task
-                                               if not o.startswith("sweep.resume=")]),
+            "sweep.override_list": json.dumps(listed),
             "sweep.start_time": started,
             "sweep.dir": str(Path(config.hydra.sweep.dir).resolve()),
             "command": f"python -m rn50 --multirun {overrides}",

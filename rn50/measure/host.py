@@ -6,6 +6,8 @@ was found (rn50/results/summary.py). No torch here: the launcher sums the ranks'
 import os
 from typing import Dict, Iterable, List, Optional
 
+from rn50 import owner
+
 # CPU time of other processes, over the windows, above which a run counts as contended: half a core,
 # or a tenth of the host's cores where that is more (a host's own daemons stay under it).
 OTHER_CORES_MIN = 0.5
@@ -25,20 +27,12 @@ def busy_s() -> Optional[float]:
     return (sum(fields[:8]) - idle) / _TICK  # user..steal: guest time is inside user already
 
 
-def _stat(pid: str) -> Optional[List[str]]:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
 def tree_cpu_s(root: int) -> Optional[float]:
     """CPU seconds used so far by process `root` and every process below it (its DataLoader workers, a
     pool's children); None without /proc."""
     if not os.path.isdir("/proc"):
         return None
-    stats = {pid: stat for pid in os.listdir("/proc") if pid.isdigit() and (stat := _stat(pid))}
+    stats = {pid: stat for pid in os.listdir("/proc") if pid.isdigit() and (stat := owner.stat_fields(pid))}
     children: Dict[str, List[str]] = {}
     for pid, stat in stats.items():
         children.setdefault(stat[1], []).append(pid)  # the field after the state: the parent's pid

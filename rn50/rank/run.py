@@ -159,7 +159,6 @@ def answer(task: dict, broken: Optional[BaseException] = None) -> tuple:
             _task_store = None
 
 
-
 def exit_with_parent(poll_s: float = 1.0) -> None:
     """End this process soon after the one that started it ends, whatever this one is doing: a
     launcher killed outright (SIGKILL, a crash) never leaves its ranks running. Rank 0 first closes

@@ -265,12 +265,12 @@ def not_started(sweep_tags: Dict[str, str], children: list, accelerator: str) ->
     # A run is a job's when its command holds all of the job's overrides: a resumed sweep's jobs add
     # sweep.resume, a SLURM sweep's add mlflow.run_id.
     made = [f" {r.data.tags.get('command', '')} " for r in children]
-    varied = {o.split("=", 1)[0] for job in jobs for o in job if len({j[job.index(o)] for j in jobs}) > 1}
+    varied = [i for i in range(len(jobs[0]) if jobs else 0) if len({job[i] for job in jobs}) > 1]
     rows = []
     for job in jobs:
         if any(all(f" {o} " in command for o in job) for command in made):
             continue
-        name = " ".join(o for o in job if o.split("=", 1)[0] in varied) or " ".join(job)
+        name = " ".join(job[i] for i in varied) or " ".join(job)
         rows.append({**{k: None for k, _ in COLUMNS}, "model": f"not started: {name}", "point": " ".join(job),
                      "status": NOT_STARTED, "failure": "", "error": "", "run_id": "", "accelerator": accelerator,
                      "profiled": False, "training": False, "start_time": 0})

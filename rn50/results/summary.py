@@ -121,8 +121,10 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float, optio
         dist=dist_name(cfg),
         **{trained.PROOF_TAG: "1"},
     )
-    if not failure:
-        tags.update(contention(ranks)[1])
+    if not failure:  # what else ran beside the windows: a figure's company, not one of its own
+        found, said = contention(ranks)
+        metrics.update(found)
+        tags.update(said)
     transport = comm.joined(r.transport for r in ranks)
     if transport:
         tags["comm_transport"] = transport
@@ -167,7 +169,6 @@ def figures(cfg, ranks: List[RankResult], math_mode: str) -> Dict[str, float]:
         if cpu:  # the share of the cores each rank may use, so a CPU run has a utilization too
             metrics["cpu/utilization_pct"] = sum(cpu) / len(cpu)
     metrics.update(communication(ranks))
-    metrics.update(contention(ranks)[0])
     metrics["host/gc_collections"] = max(r.gc_collections for r in ranks)
     metrics["host/gc_ms"] = max(r.gc_ms for r in ranks)
     if zero.flops_per_image:
