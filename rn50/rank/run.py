@@ -28,7 +28,7 @@ from rn50.config.schema import Accelerator, TrainName
 from rn50.config.typed import typed
 from rn50.distributed import peers
 from rn50.errors import error_line, failure_kind
-from rn50.measure import comm, environment
+from rn50.measure import environment
 from rn50.options.components import Options
 from rn50.pool import POOL_ENV, rank_log
 from rn50.rank import batch_search, training
@@ -41,9 +41,6 @@ from rn50.recipe.precision import set_math_mode
 from rn50.results.summary import RankResult
 from rn50.tracking import owners
 
-environment.set_cuda_connections()  # before this rank makes its CUDA context
-comm.log_transports()  # before NCCL starts: the transport its channels take is in its log
-environment.set_compile_cache()  # before anything compiles: one cache for the host's ranks and later runs
 
 
 def load_config(text: str):

@@ -114,3 +114,19 @@ def test_a_rank_makes_its_own_gpu_current_as_lightning_will_pick_it(compose_cfg,
     monkeypatch.setenv("SLURM_NTASKS", "4")
     monkeypatch.setenv("SLURM_NTASKS_PER_NODE", "4")
     assert local_gpu(compose_cfg(["cluster=slurm", "dist.gpus_per_node=4"])) == 3  # SLURM sets no LOCAL_RANK
+
+
+def test_a_rank_compiles_into_the_lasting_cache_though_lightning_names_one_first(tmp_path):
+    # Importing Lightning makes inductor set TORCHINDUCTOR_CACHE_DIR to its /tmp default; the rank's
+    # process must name its own first, or every compile goes to a directory a reboot empties.
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME")}
+    env["HOME"] = str(tmp_path)
+    probe = ("import rn50.rank.run\n"
+             "from torch._inductor.runtime.cache_dir_utils import cache_dir\n"
+             "print(cache_dir())")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(tmp_path / ".cache" / "rn50" / "torchinductor")
