@@ -8,7 +8,8 @@
 #        sweep: python -m rn50 --multirun dist=1nGPUSg with OVERRIDES swept (a|b sweeps a,b);
 #        tr: torchrun --standalone -m rn50 cluster=torchrun; envbare: the bare loop's processes started as rn50's
 #        pool starts ranks (no torchrun); NxM: N torchrun "nodes" of M GPUs each (cluster=torchrun), as on N hosts
-#   OVERRIDES: rn50 keys, comma-separated (bare takes the matching flags: precision=bf16 -> --precision bf16);
+#   OVERRIDES: rn50 keys, comma-separated (bare takes them as its flags: precision=bf16 -> --precision bf16,
+#              batch_size=512 -> --batch-size 512, compile=true -> --compile);
 #              an upper-case NAME=VALUE among them is an environment variable of the case's processes
 # REPEATS (default 5) windows of 100 steps after 20 warm-up; PROFILE=1 adds 5 profiled steps after them
 # (traces in OUTDIR). BUDGET_S (default 560) bounds the call. A table of every result comes last.
@@ -27,6 +28,13 @@ repeats=${REPEATS:-5}
   python3 -c 'import torch,pytorch_lightning as pl;print("torch",torch.__version__,"cudnn",torch.backends.cudnn.version(),"lightning",pl.__version__,"nccl",".".join(map(str,torch.cuda.nccl.version())))'
 } > "$out/env.txt" 2>&1
 head -n 3 "$out/env.txt"
+# the bare loop's flags from a case's OVERRIDES: batch_size=512 -> --batch-size 512, compile=true -> --compile
+bare_flags() {
+  for kv in "${keys[@]}"; do
+    flag="--$(tr _ - <<< "${kv%%=*}")"
+    if [ "${kv#*=}" = true ]; then flags+=("$flag"); else flags+=("$flag" "${kv#*=}"); fi
+  done
+}
 SOCK=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo)
 
 for case in "$@"; do
@@ -44,7 +52,7 @@ for case in "$@"; do
   case $what in
     bare)
       flags=(--repeats "$repeats")
-      for kv in "${keys[@]}"; do flags+=("--${kv%%=*}" "${kv#*=}"); done
+      bare_flags
       [ "${PROFILE:-0}" = 1 ] && flags+=(--profile-dir "$out/$name")
       env "${envs[@]}" timeout "$left" python3 -m torch.distributed.run --standalone --nproc-per-node "$gpus" \
         -m rn50.baseline "${flags[@]}" 2> "$out/$name.log" | tail -n 1 > "$out/$name.json"
@@ -74,7 +82,7 @@ for case in "$@"; do
       ;;
     envbare)  # the bare loop's processes started as rn50's pool starts its ranks: no torchrun, its variables only
       port=$((29400 + RANDOM % 1000)); flags=(--repeats "$repeats")
-      for kv in "${keys[@]}"; do flags+=("--${kv%%=*}" "${kv#*=}"); done
+      bare_flags
       for rank in $(seq 0 $((gpus - 1))); do
         env "${envs[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE="$gpus" RANK="$rank" LOCAL_RANK="$rank" \
           timeout "$left" python3 -m rn50.baseline "${flags[@]}" > "$work/$name-$rank.out" 2> "$out/$name-$rank.log" &
