@@ -166,6 +166,25 @@ def summarize(windows: Sequence[Window], batch_size: int, world_size: int) -> Di
     }
 
 
+# A run whose steps waited for their batches longer than this share of its windows is input-bound:
+# its tag, its headline and its sweep report row say so, for a user sizing a node's CPUs and input
+# pipeline. Synthetic data waits well under 1%; a DALI run at 0.86 of synthetic waited 55%.
+INPUT_BOUND_WAIT_PCT = 5.0
+
+
+def input_bound(wait_pct: Optional[float]) -> bool:
+    """Whether a run's data/wait_pct makes it input-bound (over INPUT_BOUND_WAIT_PCT)."""
+    return wait_pct is not None and wait_pct > INPUT_BOUND_WAIT_PCT
+
+
+def input_bound_note(wait_pct: Optional[float]) -> str:
+    """'input-bound: its steps waited for their batches 12.3% of the windows (over 5%)', or ''."""
+    if not input_bound(wait_pct):
+        return ""
+    return (f"input-bound: its steps waited for their batches {wait_pct:.1f}% of the windows "
+            f"(over {INPUT_BOUND_WAIT_PCT:g}%)")
+
+
 # A step whose end the device reached within this long of the host queueing it: the device had
 # run out of queued work and waited for the host.
 HOST_BOUND_MS = 1.0

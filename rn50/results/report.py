@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Tuple
 from rn50.config.messages import reported
 from rn50.config.schema import nodes_gpus
 from rn50.errors import Rn50Error
+from rn50.measure import timing
 from rn50.point.identity import NOT_REPORT_SETUP, current_params, leaves_out, reads_dali_keys, sweep_points
 from rn50.tracking import store as tracking
 
@@ -41,7 +42,9 @@ COLUMNS = [
     # step showed: its step time less its 1-device reference's (add_scaling).
     ("allreduce_ms", "all-reduce ms"), ("busbw_GBps", "bus GB/s"), ("comm_exposed_ms", "exposed ms/step"),
     ("comm_hidden_pct", "hidden %"), ("transport", "transport"),
-    ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"), ("mfu_pct", "MFU %"),
+    ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"),
+    # Steps that waited for their batches over timing.INPUT_BOUND_WAIT_PCT of the windows: shown where any point did.
+    ("input_bound", "input-bound"), ("mfu_pct", "MFU %"),
     ("images_per_joule", "images/J"), ("joules_per_image", "J/image"),
     # The proof that the run trained (rn50/measure/trained.py): a figure counts only if it did.
     ("loss_first", "loss first"), ("loss_last", "loss last"), ("loss_fell", "loss fell"),
@@ -104,6 +107,8 @@ def _row(run) -> Dict:
         "transport": t.get("comm_transport"),
         "gpu_utilization_pct": m.get("gpu/utilization_pct"),
         "data_wait_pct": m.get("data/wait_pct"),
+        # from the metric, not the tag: runs recorded before the tag existed say it too
+        "input_bound": ("yes" if timing.input_bound(m["data/wait_pct"]) else "no") if "data/wait_pct" in m else None,
         "mfu_pct": m.get("mfu_pct") if comparable else None,
         # GPU board energy over the measured windows (NVML), not the node's at the wall.
         "images_per_joule": m.get("energy/images_per_joule") if comparable else None,
@@ -327,9 +332,10 @@ def columns(rows: List[Dict]) -> List[Tuple[str, str]]:
     gpus = any(r.get("accelerator", "cuda") == "cuda" for r in rows)
     several = any((r["gpus"] or 0) > 1 for r in rows)  # communication: columns where a point had some
     company = any(r.get("contended") == "yes" for r in rows)
+    starved = any(r.get("input_bound") == "yes" for r in rows)
     cols = [(k, h.format(device=one, devices=many)) for k, h in COLUMNS
             if (k != "gpu_utilization_pct" or gpus) and (k not in COMM_COLUMNS or several)
-            and (k != "contended" or company)]
+            and (k != "contended" or company) and (k != "input_bound" or starved)]
     if any(r.get("training") for r in rows):
         cols[-1:-1] = ACCURACY_COLUMNS
     return cols

@@ -125,6 +125,8 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float, optio
         found, said = contention(ranks)
         metrics.update(found)
         tags.update(said)
+        if "data/wait_pct" in metrics:
+            tags["input_bound"] = str(timing.input_bound(metrics["data/wait_pct"])).lower()
     transport = comm.joined(r.transport for r in ranks)
     if transport:
         tags["comm_transport"] = transport
@@ -298,10 +300,12 @@ def usable_cores() -> int:
 
 
 def headline(name: str, metrics: Dict[str, Any]) -> str:
-    """The run's line: its figure, its proof, and what else ran beside its windows (metrics' `contention`,
-    the tag of that name, where it has one)."""
+    """The run's line: its figure, its proof, whether its input bounded it, and what else ran beside its
+    windows (metrics' `contention`, the tag of that name, where it has one)."""
     proof, contention = trained.note(metrics), metrics.get("contention")
+    starved = timing.input_bound_note(metrics.get("data/wait_pct"))
     return (f"{name}: {metrics['throughput/images_per_sec']:,.1f} images/sec "
             f"({metrics['throughput/images_per_sec_per_device']:,.1f} per device), "
             f"step {metrics['step_time/median_ms']:.2f} ms median, first step after {metrics['time/startup_s']:.1f} s"
-            + (f"; {proof}" if proof else "") + (f"; contended: {contention}" if contention else ""))
+            + (f"; {proof}" if proof else "") + (f"; {starved}" if starved else "")
+            + (f"; contended: {contention}" if contention else ""))

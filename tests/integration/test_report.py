@@ -136,3 +136,11 @@ def test_the_sweep_report_has_energy_columns_and_the_chosen_batch(compose_cfg, t
     assert rows["bsauto"]["joules_per_image"] == pytest.approx(0.25)
     header = report.markdown(list(rows.values())).splitlines()[0]
     assert "images/J" in header and "J/image" in header
+
+
+def test_input_bound_comes_from_the_runs_data_wait(uri):
+    rows = report.collect(uri, experiment="rn50")
+    assert {r["input_bound"] for r in rows} == {"no"}  # 1.2% wait: none is, so the table has no column
+    assert "input-bound" not in header(rows)
+    rows[0]["data_wait_pct"], rows[0]["input_bound"] = 30.0, "yes"
+    assert "| input-bound |" in header(rows)

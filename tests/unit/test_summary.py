@@ -32,3 +32,28 @@ def test_mfu_takes_the_peak_of_the_precision_option_handed_in(compose_cfg):
     assert m["throughput/images_per_sec"] == pytest.approx(2560.0)
     assert m["mfu/peak_tflops_per_device"] == peaks["bf16"]
     assert m["mfu_pct"] == pytest.approx(100 * 2560.0 * 12e9 / (peaks["bf16"] * 1e12))
+
+
+def test_a_run_that_waited_for_its_batches_says_it_is_input_bound(compose_cfg):
+    """Steps that waited for their batches over 5% of the windows: the tag, the headline and the sweep report's
+    column say so; a run that waited less carries the tag false and no note."""
+    from rn50.results import report
+    from rn50.results.summary import headline
+
+    cfg = compose_cfg(["bench.warmup_steps=1", "bench.steps=4", "bench.repeats=1"])
+    options = Options.of(cfg)
+    starved, fed = rank_zero(4, 0.1, 256), rank_zero(4, 0.1, 256)
+    starved.windows[0].wait_s = 0.08  # 20% of its 0.4 s window
+    fed.windows[0].wait_s = 0.004  # 1%
+    records = [summarize(cfg, [r], 0.0, 10.0, options) for r in (starved, fed)]
+    assert [r.tags["input_bound"] for r in records] == ["true", "false"]
+    line = headline("amp-1n1g", records[0].metrics)
+    assert "; input-bound: its steps waited for their batches 20.0% of the windows (over 5%)" in line
+    assert "input-bound" not in headline("amp-1n1g", records[1].metrics)
+
+    rows = [{"gpus": 1, "accelerator": "cuda", "input_bound": "yes" if r.tags["input_bound"] == "true" else "no",
+             "data_wait_pct": r.metrics["data/wait_pct"]} for r in records]
+    header = [h.strip() for h in report.markdown(rows).splitlines()[0].strip("|").split("|")]
+    assert "input-bound" in header
+    rows[0]["input_bound"] = "no"  # no point bounded by its input: no column
+    assert "input-bound" not in report.markdown(rows)
