@@ -31,8 +31,9 @@ MEAN = [255 * m for m in IMAGENET_MEAN]
 STD = [255 * s for s in IMAGENET_STD]
 
 
-def read_files(root: str, shard_id: int, num_shards: int, seed: int):
-    """The training pipeline's reader; shard_files runs it alone to see which files it reads."""
+def read_files(root: str, shard_id: int, num_shards: int, seed: int, skip_cached: bool = False):
+    """The training pipeline's reader; shard_files runs it alone to see which files it reads.
+    skip_cached: a file whose image the decoder's cache holds is not read again (an empty sample)."""
     return fn.readers.file(
         file_root=os.path.join(root, "train"), shard_id=shard_id, num_shards=num_shards,
         name="Reader", seed=seed,
@@ -42,7 +43,7 @@ def read_files(root: str, shard_id: int, num_shards: int, seed: int):
         # Each rank rereads its own 1/world of the files, so a node's page cache keeps its shards.
         stick_to_shard=True,
         # No repeated samples; step-bounded training needs no equal batch counts across ranks.
-        pad_last_batch=False,
+        pad_last_batch=False, skip_cached_images=skip_cached,
     )
 
 
@@ -78,23 +79,30 @@ class DaliData(pl.LightningDataModule):
     def _pipeline(self, device, rank: int, world: int):
         gpu, o = device.type == "cuda", self.options
 
+        # The nvJPEG, hardware-decoder and cache arguments apply to the mixed (GPU) decoder; DALI's
+        # CPU decoder accepts and ignores them, so CPU runs and the tests take the same calls.
+        nvjpeg = dict(hw_decoder_load=o.hw_decoder_load, device_memory_padding=o.device_memory_padding,
+                      host_memory_padding=o.host_memory_padding, preallocate_width_hint=o.preallocate_width_hint,
+                      preallocate_height_hint=o.preallocate_height_hint, affine=o.affine,
+                      hybrid_huffman_threshold=o.hybrid_huffman_threshold)
+        crop = dict(random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=100)
+
         def decode(jpegs, on: str):
-            # The nvJPEG and hardware-decoder arguments apply to the mixed (GPU) decoder; DALI's
-            # CPU decoder accepts and ignores them, so CPU runs and the tests take the same call.
-            return fn.decoders.image_random_crop(
-                jpegs, device=on, output_type=types.RGB,
-                random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=100,
-                hw_decoder_load=o.hw_decoder_load, device_memory_padding=o.device_memory_padding,
-                host_memory_padding=o.host_memory_padding, preallocate_width_hint=o.preallocate_width_hint,
-                preallocate_height_hint=o.preallocate_height_hint, affine=o.affine,
-                hybrid_huffman_threshold=o.hybrid_huffman_threshold)
+            """The training crop, cut while decoding; with the cache, cut from the whole image the cache keeps
+            (threshold 0: every image, until it is full) and resized with it."""
+            if o.cache_size_mb:
+                whole = fn.decoders.image(jpegs, device=on, output_type=types.RGB, cache_size=o.cache_size_mb,
+                                          cache_type="threshold", cache_threshold=0, **nvjpeg)
+                return fn.random_resized_crop(whole, size=[self.image_size] * 2, interp_type=types.INTERP_LINEAR,
+                                              antialias=False, **crop)
+            return fn.decoders.image_random_crop(jpegs, device=on, output_type=types.RGB, **crop, **nvjpeg)
 
         # Augmentations differ per rank; the reader's seed is its own and the same on every rank.
         @pipeline_def(batch_size=self.batch_size, num_threads=self.num_threads,
                       device_id=device.index if gpu else None, seed=self.seed + rank,
                       enable_conditionals=o.cpu_decode_share > 0, **executor(o))
         def train():
-            jpegs, labels = read_files(self.root, rank, world, self.seed)
+            jpegs, labels = read_files(self.root, rank, world, self.seed, skip_cached=o.cache_size_mb > 0)
             if o.cpu_decode_share > 0:
                 # A DALI conditional: each image goes one way, and the batch is merged on the GPU.
                 # The CPU share costs the GPU no per-image decoding work, which under training
@@ -106,8 +114,9 @@ class DaliData(pl.LightningDataModule):
                     images = decode(jpegs, "mixed" if gpu else "cpu")
             else:
                 images = decode(jpegs, "mixed" if gpu else "cpu")
-            images = fn.resize(images, size=[self.image_size, self.image_size],
-                               interp_type=types.INTERP_LINEAR, antialias=False)
+            if not o.cache_size_mb:  # on the GPU, once the CPU share has joined it
+                images = fn.resize(images, size=[self.image_size, self.image_size],
+                                   interp_type=types.INTERP_LINEAR, antialias=False)
             images = fn.crop_mirror_normalize(
                 images, mirror=fn.random.coin_flip(), mean=MEAN, std=STD,
                 dtype=types.FLOAT16 if self.fp16 else types.FLOAT,

@@ -71,14 +71,23 @@ LEVERS = {
     "hybrid_huffman_threshold=0": lambda dm, pipe: dm.options.hybrid_huffman_threshold == 0,
     "affine=false": lambda dm, pipe: not dm.options.affine,
     "training_stream=default": lambda dm, pipe: dm.options.training_stream.value == "default",
+    # the whole image decoded into the cache, its files skipped once cached, the crop cut after
+    "cache_size_mb=64,cpu_decode_share=0": lambda dm, pipe: {"cache_size: 64", "skip_cached_images: True",
+                                          "OpSpec for RandomResizedCrop:"} <= set(specs(pipe)),
 }
+
+
+def specs(pipe) -> list:
+    """Every line of the DALI operators' specs in a built pipeline: their names and arguments."""
+    return [line.strip() for op in pipe._ops for line in str(op.spec).splitlines()]
 
 
 @pytest.mark.parametrize("lever", LEVERS)
 def test_each_dali_key_composes_and_runs_a_step(tree, compose_cfg, lever):
     # bf16: auto gives float32 outputs, and float16 is allowed too.
     cfg = validate(compose_cfg(["data=dali", f"data.root={tree}", "precision=bf16", f"data.image_size={SIZE}",
-                                f"data.batch_size={BATCH}", "data.dali.num_threads=2", f"data.dali.{lever}"]))
+                                f"data.batch_size={BATCH}", "data.dali.num_threads=2",
+                                *(f"data.dali.{key}" for key in lever.split(","))]))
     dm = pipelines.build(cfg)
     pipe = dm._pipeline(torch.device("cpu"), rank=0, world=1)
     images, labels = next(iter(DaliLoader(dm, pipe, rank=0, world=1)))

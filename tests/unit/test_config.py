@@ -115,6 +115,7 @@ def test_unknown_key_is_refused(compose_cfg):
         ("data.dali.cpu_prefetch_queue_depth=0", "data.dali.cpu_prefetch_queue_depth"),
         ("data.dali.cpu_decode_share=1.5", "data.dali.cpu_decode_share"),
         ("data.dali.hybrid_huffman_threshold=-1", "data.dali.hybrid_huffman_threshold"),
+        ("data.dali.cache_size_mb=-1", "data.dali.cache_size_mb"),
     ],
 )
 def test_out_of_range_values_name_the_key(compose_cfg, override, key):
@@ -143,6 +144,15 @@ def test_dali_dynamic_executor_keys_need_its_executor(compose_cfg, key):
         validate(compose_cfg(["data.dali.cpu_prefetch_queue_depth=2", f"data.dali.{key}"]))
     with pytest.raises(ConfigCompositionException, match="stream_policy"):
         compose_cfg(["data.dali.stream_policy=fastest"])
+
+
+def test_the_decoded_image_cache_is_refused_beside_a_cpu_share(compose_cfg):
+    with pytest.raises(ConfigError, match=r"^data\.dali\.cache_size_mb=512 caches what the GPU decodes, and "
+                                          r"data\.dali\.cpu_decode_share=0\.5 sends images past it to the CPU: "
+                                          r"set data\.dali\.cpu_decode_share=0 with the cache, or "
+                                          r"data\.dali\.cache_size_mb=0$"):
+        validate(compose_cfg(["data.dali.cache_size_mb=512", "data.dali.cpu_decode_share=0.5"]))
+    validate(compose_cfg(["data.dali.cache_size_mb=512", "data.dali.cpu_decode_share=0"]))
 
 
 def test_profilers_add_their_steps_after_the_measured_windows(compose_cfg):
