@@ -1,6 +1,6 @@
 """Where a run's processes come from, and the checks made before any of them starts.
 
-cluster=local: the ranks are processes on this host that rn50/pool.py keeps warm between
+cluster=local: the ranks are processes on this host that rn50/launcher/pool.py keeps warm between
 runs of one world size; Lightning sees them as started from outside, so its own DDP
 launcher (which re-runs a whole Hydra multirun in every rank) never runs.
 cluster=torchrun and cluster=slurm: torchrun or SLURM started this process as one rank
@@ -20,12 +20,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
-from rn50 import console, pool
+from rn50 import console
 from rn50.config import schema
 from rn50.config.compilation import check_cuda_graphs
 from rn50.config.schema import Accelerator, Device, dist_name, nodes_gpus
 from rn50.errors import ConfigError
 from rn50.heap import lasting_imports
+from rn50.launcher import pool
 from rn50.measure import nvml
 from rn50.options import checks, pipelines
 from rn50.options.components import Options

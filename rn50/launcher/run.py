@@ -2,7 +2,7 @@
 summarize, keep and log what they measured (`benchmark`).
 
 This process never imports torch or Lightning: the ranks do (rn50/rank/run.py), kept warm
-between the points of a sweep (rn50/pool.py), and send their measurements back; this
+between the points of a sweep (rn50/launcher/pool.py), and send their measurements back; this
 process owns the MLflow run, so a run whose ranks crash, run out of memory or are
 interrupted is still closed with the right status. In a --multirun each job is a
 child of the sweep's run (rn50/launcher/sweep.py).

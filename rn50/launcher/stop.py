@@ -8,8 +8,8 @@ import signal
 import sys
 from typing import Iterator
 
-from rn50 import pool
 from rn50.errors import Interrupted
+from rn50.launcher import pool
 from rn50.launcher import rundir
 from rn50.launcher.sweep import PARENT_ENV, URI_ENV
 from rn50.stops import STOP_SIGNALS

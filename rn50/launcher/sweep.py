@@ -16,10 +16,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rn50 import STARTED, pool
+from rn50 import STARTED
 from rn50.config.messages import reported
 from rn50.config.schema import nodes_gpus
 from rn50.errors import ConfigError, Rn50Error
+from rn50.launcher import pool
 from rn50.launcher.launch import resolve_accelerator
 from rn50.measure import meter
 from rn50.options import clusters, profilers

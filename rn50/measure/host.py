@@ -60,3 +60,10 @@ def other_gpu_processes(seen: Iterable[int], own: Iterable[int]) -> List[int]:
     seen, own = set(seen), set(own)
     others = sorted(seen - own)
     return others[1:] if others and not seen & own else others
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1

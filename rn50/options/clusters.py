@@ -5,7 +5,7 @@ A class says how a run's processes start:
 
 - check(cfg): compose-time checks of its keys (ConfigError, one line naming the key);
 - rank_env: the variables of this process's rank and the world size its starter sets, or None
-  where rn50 starts the ranks itself (rn50/pool.py);
+  where rn50 starts the ranks itself (rn50/launcher/pool.py);
 - in_task(): whether this process is a task the cluster's scheduler started, whose failure must
   end it visibly (SLURM);
 - requeued(): whether the scheduler has requeued this task's job while it ran, so that whatever
@@ -34,7 +34,7 @@ from omegaconf import DictConfig
 from rn50.config.schema import _positive, dist_name
 from rn50.errors import ConfigError
 from rn50.options import components
-from rn50.pool import POOL_ENV
+from rn50.wire import POOL_ENV
 from rn50.slurm import sbatch as slurm
 
 
@@ -86,7 +86,7 @@ class Cluster(components.Component):
 
 
 class Local(Cluster):
-    """One process per device on this host, started and kept warm by rn50 (rn50/pool.py)."""
+    """One process per device on this host, started and kept warm by rn50 (rn50/launcher/pool.py)."""
 
     name = "local"
 

@@ -17,7 +17,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from omegaconf import DictConfig
 
-from rn50 import pool
+from rn50 import wire
 from rn50.config.schema import Accelerator, dist_name
 from rn50.errors import ConfigError, RunFailed
 
@@ -65,7 +65,7 @@ def preflight(cfg: DictConfig, started_elsewhere: bool = False) -> None:
 def run(cfg: DictConfig, config_yaml: str, out: Path) -> list:
     """The one rank, in a process Nsight Compute starts; its ncu/ metrics and files join rank 0's."""
     try:
-        ranks = pool.run_once(command(cfg, out), config_yaml, out)
+        ranks = wire.run_once(command(cfg, out), wire.Task(config_yaml, str(out)))
     except RunFailed:
         check_log(out / LOG)  # ncu's own error names the cause better than an exit status
         raise

@@ -1,4 +1,4 @@
-"""python -m rn50.rank: a rank process, which rn50/pool.py starts (rn50/rank/run.py)."""
+"""python -m rn50.rank: a rank process, which rn50/launcher/pool.py starts (rn50/rank/run.py); what crosses is in rn50/wire.py."""
 
 from rn50.heap import lasting_imports
 

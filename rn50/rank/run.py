@@ -1,7 +1,7 @@
 """One rank of a run: build the model and data, fit, measure; rank 0 gathers every rank's result.
 
-cluster=local: the launcher (rn50/pool.py) keeps these processes warm, `python -m rn50.rank
---serve`, and sends them one run after another. Under torchrun and SLURM, `python -m rn50`
+cluster=local: the launcher (rn50/launcher/pool.py) keeps these processes warm, `python -m rn50.rank
+--serve`, and sends them one run after another; what crosses is in rn50/wire.py. Under torchrun and SLURM, `python -m rn50`
 is a rank itself and calls `run_rank`. Either way a rank never touches MLflow: rank 0
 returns the RankResults, and whoever owns the run records them (rn50/results/summary.py).
 """
@@ -30,7 +30,6 @@ from rn50.distributed import peers
 from rn50.errors import error_line, failure_kind
 from rn50.measure import environment
 from rn50.options.components import Options
-from rn50.pool import POOL_ENV, rank_log
 from rn50.rank import batch_search, training
 from rn50.rank.progress import Progress
 from rn50.rank.throughput import ThroughputCallback
@@ -38,8 +37,8 @@ from rn50.rank.trainer import build_trainer, local_gpu, profiling_callbacks, sta
 from rn50.recipe import optimizers
 from rn50.recipe.model import ResNetModule, flops_per_image
 from rn50.recipe.precision import set_math_mode
-from rn50.results.summary import RankResult
 from rn50.tracking import owners
+from rn50.wire import POOL_ENV, Done, Failed, RankResult, Ready, Task, rank_log
 
 
 
@@ -120,16 +119,16 @@ def release_memory() -> None:
         dali.release_memory()
 
 
-def failure(exc: BaseException, cfg, log: Optional[Path]) -> tuple:
-    """('error', when, one line, failure kind, log): the line names the log that holds the traceback;
-    out of memory names the batch."""
+def failure(exc: BaseException, cfg, log: Optional[Path]) -> Failed:
+    """The task's failure in one line, which names the log that holds the traceback; out of memory
+    names the batch."""
     message = error_line(str(exc)) or type(exc).__name__
     kind = failure_kind(message)
     if kind == "oom" and cfg is not None:
         message = f"oom at data.batch_size={cfg.data.batch_size}: {message}"
     if log is not None:
         message += f"; traceback in {log}"
-    return ("error", time.time(), message, kind, str(log) if log else None)
+    return Failed(time.time(), message, kind, str(log) if log else None)
 
 
 # The store of the task this rank runs, while it runs one: where its launcher's run is.
@@ -137,18 +136,18 @@ _task_store: Optional[str] = None
 CLOSE_S = 10.0  # how long a rank whose launcher is gone tries to close its run
 
 
-def answer(task: dict, broken: Optional[BaseException] = None) -> tuple:
-    """('ok', results) or a failure for one run, with this rank's output in its log (pool.rank_log).
+def answer(task: Task, broken: Optional[BaseException] = None) -> "Done | Failed":
+    """One run's reply, with this rank's output in its log (wire.rank_log).
     broken: an error from before the task came (the warm-up), reported as the task's."""
     global _task_store
-    out, cfg = Path(task["out"]), None
+    out, cfg = Path(task.out), None
     with console.stderr_to(rank_log(out, int(os.environ.get("RANK", 0)))) as log:
         try:
             if broken is not None:
                 raise broken
-            cfg = load_config(task["config"])
+            cfg = load_config(task.config)
             _task_store = cfg.mlflow.tracking_uri
-            return ("ok", run_rank(cfg, out))
+            return Done(run_rank(cfg, out))
         except Exception as exc:
             traceback.print_exc()  # into the log
             return failure(exc, cfg, log)
@@ -193,7 +192,7 @@ def serve(fd: int) -> None:
             torch.zeros(1, device="cuda")
     except Exception as exc:  # a busy or missing device: the first task's answer says so
         broken = exc
-    if broken is None and not say(("ready",)):
+    if broken is None and not say(Ready()):
         return
     while True:
         try:
@@ -203,7 +202,7 @@ def serve(fd: int) -> None:
         if task is None:
             break
         reply = answer(task, broken)
-        if not say(reply) or reply[0] != "ok":
+        if not say(reply) or not isinstance(reply, Done):
             return  # a failed rank's state is suspect: the launcher starts fresh ones
         release_memory()
     leave_process_group()
@@ -223,7 +222,7 @@ def main(argv=None) -> None:
         return
     reply = answer(pickle.loads(Path(args.task).read_bytes()))
     Path(args.result).write_bytes(pickle.dumps(reply))
-    sys.exit(0 if reply[0] == "ok" else 1)
+    sys.exit(0 if isinstance(reply, Done) else 1)
 
 
 if __name__ == "__main__":

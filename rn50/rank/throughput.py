@@ -15,7 +15,7 @@ from rn50.measure import comm, host, nvml
 from rn50.measure.device import DeviceClock, allreduce_ms, gradient_bytes, handle_for_cuda_device
 from rn50.measure.timing import WindowTimer
 from rn50.recipe import scalers
-from rn50.results.summary import RankResult, usable_cores
+from rn50.wire import RankResult
 
 
 class ThroughputCallback(pl.Callback):
@@ -109,7 +109,7 @@ class ThroughputCallback(pl.Callback):
             energy_j=self.sampler.joules() if self.sampler else None,
             energy_source=self.sampler.energy_source if self.sampler else None,
             process_cpu_pct=100.0 * self._cpu_s / self._wall_s if self._wall_s > 0 else None,
-            cpu_cores=usable_cores(),
+            cpu_cores=host.usable_cores(),
             first_step_at=self.first_step_at,
             warmup_s=self.warmup_s or 0.0,
             **self._training_proof(trainer),

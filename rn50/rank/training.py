@@ -25,7 +25,7 @@ from rn50.recipe import optimizers, scalers
 from rn50.recipe.accuracy_module import AccuracyModule
 from rn50.recipe.precision import set_math_mode
 from rn50.results import resume
-from rn50.results.summary import RankResult
+from rn50.wire import RankResult
 
 EPOCHS_FILE = "epochs.jsonl"  # one line per finished epoch, as the launcher logs them
 

@@ -20,7 +20,7 @@ def build_network(arch: str, num_classes: int, channels_last: bool) -> nn.Module
 
 def configure_inductor(autotune_pointwise: bool, autotune_coordinate_descent: bool) -> None:
     """Inductor's process-wide settings for the next compile. Set either way, since a warm rank
-    (rn50/pool.py) compiles the next sweep point in the same process."""
+    (rn50/launcher/pool.py) compiles the next sweep point in the same process."""
     inductor.max_autotune_pointwise = bool(autotune_pointwise)
     inductor.coordinate_descent_tuning = bool(autotune_coordinate_descent)
 

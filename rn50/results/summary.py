@@ -1,6 +1,6 @@
 """What each rank measured, and the one pure step that turns every rank's part into a run's record.
 
-Ranks send RankResults (plain data: no tensors); `summarize` makes the metrics, tags,
+Ranks send RankResults (rn50/wire.py: plain data, no tensors); `summarize` makes the metrics, tags,
 per-window series and files that tracking.py logs. The process that owns the MLflow
 run calls it: the launcher for cluster=local, rank 0 under torchrun and SLURM.
 """
@@ -8,76 +8,13 @@ run calls it: the launcher for cluster=local, rank 0 under torchrun and SLURM.
 import csv
 import json
 import math
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from rn50.config.schema import TrainName, dist_name
 from rn50.measure import comm, host, mfu, nvml, timing, trained
-
-
-@dataclass
-class RankResult:
-    """One rank's share of a run."""
-
-    rank: int
-    node_rank: int
-    local_rank: int
-    hostname: str
-    pid: int
-    windows: List[timing.Window]
-    samples: List[tuple] = field(default_factory=list)
-    """NVML samples of this rank's GPU in the measured windows (nvml.FIELDS); empty on CPUs."""
-    energy_j: Optional[float] = None
-    """Board energy of this rank's GPU over the measured windows (NVML's counter, else power samples)."""
-    energy_source: Optional[str] = None
-    """Where energy_j came from: the counter or the power samples."""
-    batch_size: int = 0
-    """Images per step on this rank: data.batch_size, or what data.batch_size=auto chose."""
-    process_cpu_pct: Optional[float] = None
-    """This process's CPU time over the windows' wall time, in % of one core."""
-    cpu_cores: int = 1
-    """Cores this process may run on (its affinity)."""
-    first_step_at: float = 0.0
-    """Wall-clock time (time.time()) when the first warm-up step began."""
-    warmup_s: float = 0.0
-    """Host seconds from the first warm-up step to the first measured window."""
-    env_tags: Dict[str, str] = field(default_factory=dict)
-    """Rank 0: software and GPU versions, as seen where the run ran."""
-    flops_per_image: Optional[float] = None
-    """Rank 0: forward plus backward FLOPs of one image."""
-    metrics: Dict[str, float] = field(default_factory=dict)
-    """Rank 0: what its callbacks measured beyond throughput (profilers)."""
-    files: List[str] = field(default_factory=list)
-    """Rank 0: files its callbacks wrote (profiler traces and reports)."""
-    series: Dict[str, List[tuple]] = field(default_factory=dict)
-    """Rank 0 of train=accuracy: each per-epoch metric as (epoch, value) pairs."""
-    losses: List[float] = field(default_factory=list)
-    """This rank's training loss at every step, warm-up and profiled steps included (rn50/measure/trained.py)."""
-    skipped: Optional[List[float]] = field(default_factory=list)
-    """1.0 for each step the loss scaler skipped, else 0.0; empty without a scaler, None from a
-    scaler that does not keep them."""
-    loss_scale: Optional[float] = None
-    """The loss scale after the last step, where a scaler ran."""
-    allreduce_ms: Optional[float] = None
-    """A rank of several: one all-reduce of the gradients, timed after the last step (rn50/measure/comm.py)."""
-    allreduce_bytes: int = 0
-    """The bytes that all-reduce carried: the network's gradients."""
-    transport: Optional[str] = None
-    """How NCCL reached the other ranks from this one (P2P/NVLink, SHM, NET/Socket, ...); gloo on CPUs."""
-    gc_collections: int = 0
-    """Garbage-collector passes inside the measured windows."""
-    gc_ms: float = 0.0
-    """Host milliseconds those passes took: the host queued no work meanwhile."""
-    host_busy_s: Optional[float] = None
-    """CPU seconds the whole host was busy over the windows (/proc/stat); None where it cannot say."""
-    own_cpu_s: Optional[float] = None
-    """CPU seconds this rank's processes (it and its children) used over the windows."""
-    windows_wall_s: float = 0.0
-    """Wall seconds from the first window's start to the last one's end."""
-    gpu_pids: List[int] = field(default_factory=list)
-    """Pids of the processes NVML showed on this rank's GPU at the windows' edges, the run's own included."""
+from rn50.wire import RankResult
 
 
 @dataclass
@@ -290,13 +227,6 @@ def write_ranks_csv(path, ranks: List[RankResult]) -> None:
         for r in ranks:
             cpu = "" if r.process_cpu_pct is None else f"{r.process_cpu_pct:.1f}"
             writer.writerow([r.rank, r.node_rank, r.local_rank, r.hostname, r.pid, cpu])
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def headline(name: str, metrics: Dict[str, Any]) -> str:

@@ -64,7 +64,7 @@ def test_one_rank_in_this_process(compose_cfg, tmp_path):
             return super().find_class(module, name)
 
     Unpickler(io.BytesIO(pickle.dumps(zero))).load()
-    assert modules <= {"rn50.results.summary", "rn50.measure.timing", "builtins", "pathlib"}, modules
+    assert modules <= {"rn50.wire", "rn50.measure.timing", "builtins", "pathlib"}, modules
 
 
 def test_the_rank_builds_and_trains_inside_its_pipelines_stream(compose_cfg, tmp_path, monkeypatch):
@@ -100,7 +100,7 @@ def test_the_rank_builds_and_trains_inside_its_pipelines_stream(compose_cfg, tmp
 
 def test_a_rank_makes_its_own_gpu_current_as_lightning_will_pick_it(compose_cfg, monkeypatch):
     """Its stream and the batch search are made on that GPU, before Lightning sets it in fit."""
-    from rn50.pool import POOL_ENV
+    from rn50.wire import POOL_ENV
     from rn50.rank.trainer import local_gpu
 
     for var in (POOL_ENV, "LOCAL_RANK", "SLURM_LOCALID", "TORCHELASTIC_RUN_ID"):

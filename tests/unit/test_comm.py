@@ -10,7 +10,8 @@ import torch
 from rn50.measure import comm
 from rn50.rank import throughput
 from rn50.rank.throughput import ThroughputCallback
-from rn50.results.summary import RankResult, communication
+from rn50.results.summary import communication
+from rn50.wire import RankResult
 
 NCCL_LOG = """\
 host:1:2 [0] NCCL INFO NCCL version 2.28.9+cuda13.0

@@ -4,7 +4,8 @@ host's CPU time against the run's own, and other processes on its GPUs."""
 import pytest
 
 from rn50.measure import host
-from rn50.results.summary import RankResult, contention
+from rn50.results.summary import contention
+from rn50.wire import RankResult
 
 
 def rank(r, host_s, own_s, wall_s=10.0, hostname="node1", gpu_pids=(), samples=()):

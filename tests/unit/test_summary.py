@@ -6,7 +6,8 @@ import pytest
 from rn50.measure.nvml import FIELDS
 from rn50.measure.timing import Window
 from rn50.options.components import Options
-from rn50.results.summary import RankResult, summarize
+from rn50.results.summary import summarize
+from rn50.wire import RankResult
 
 GPU = "NVIDIA H100 80GB HBM3"
 

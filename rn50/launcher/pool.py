@@ -3,32 +3,29 @@
 Starting a rank costs seconds (Python, torch, Lightning, a CUDA context); a sweep's
 points that share a world size and device kind reuse the same ranks. Each rank is a
 `python -m rn50.rank --serve` process holding one end of a socket pair; the launcher
-sends it a run's config and gets back ('ok', results) or ('error', line, kind).
+sends it a wire.Task and gets back wire.Done or wire.Failed (rn50/wire.py).
 
 Every point still fails alone: a rank that reports an error or dies takes its pool
 down, and the next point gets fresh processes. The ranks ignore Ctrl-C; the launcher
 kills them when it is interrupted, and a rank whose launcher is gone (killed outright)
 ends itself within a second or two (rank.exit_with_parent). SIGTERM ends a rank at once.
-While it runs a task, a rank's output goes to rank_log, so that its failure is one line
+While it runs a task, a rank's output goes to wire.rank_log, so that its failure is one line
 here. None of this imports torch.
 """
 
 import atexit
 import os
-import pickle
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from rn50.errors import RunFailed
+from rn50.wire import POOL_ENV, Died, Done, Failed, Ready, Reply, Task
 
-POOL_ENV = "RN50_POOL_FD"  # rn50/rank/run.py reads it
 GRACE_S = 10.0  # after one rank fails, how long the others get to report their own error
 
 
@@ -36,30 +33,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def rank_log(out: Path, rank: int) -> Path:
-    """Where a rank's output goes while it runs a task: its traceback, warnings, libraries' messages."""
-    return Path(out) / f"rank{rank}.log"
-
-
-def _exit_reason(code: Optional[int]) -> Tuple[str, str]:
-    """What ended a rank process, and the failure kind it gives the run: `killed by SIGKILL` for a
-    signal, so that a sweep's report shows it, else `error`."""
-    if code is not None and code < 0:
-        name = signal.Signals(-code).name
-        hint = " (the kernel's out-of-memory killer?)" if name == "SIGKILL" else ""
-        return f"killed by {name}{hint}", f"killed by {name}"
-    return f"exited with code {code}", "error"
-
-
-def died(rank: int, code: Optional[int], out: Path) -> RunFailed:
-    """The failure of a rank process that ended without a reply, naming what it wrote before."""
-    reason, kind = _exit_reason(code)
-    log = rank_log(out, rank)
-    if log.is_file() and log.stat().st_size:
-        return RunFailed(f"rank {rank} failed: {reason}; its output is in {log}", kind=kind, log=str(log))
-    return RunFailed(f"rank {rank} failed: {reason}", kind=kind)
 
 
 class RankPool:
@@ -86,17 +59,17 @@ class RankPool:
         self.out = out
         for conn in self.conns:
             try:
-                conn.send({"config": config_yaml, "out": str(out)})
+                conn.send(Task(config_yaml, str(out)))
             except OSError:  # a rank that died: result() sees its end
                 pass
 
     def result(self) -> list:
         """Rank 0's results of the run submitted, or RunFailed naming the failure that came first."""
-        return self._collect()[0][1]
+        return self._collect()[0]
 
     def _collect(self) -> list:
         """One reply from every rank; once one fails, the others get GRACE_S to say why they did."""
-        replies: Dict[int, tuple] = {}
+        replies: Dict[int, Reply] = {}
         pending = dict(enumerate(self.conns))
         failed = False
         while pending:
@@ -109,14 +82,14 @@ class RankPool:
                 try:
                     reply = conn.recv()
                 except (EOFError, OSError):
-                    reply = ("died", time.time(), self._exit_code(rank))
-                if reply[0] == "ready":  # warmed up; its answer comes next
+                    reply = Died(time.time(), self._exit_code(rank))
+                if isinstance(reply, Ready):  # warmed up; its answer comes next
                     continue
                 replies[rank] = reply
                 del pending[rank]
-                failed = failed or reply[0] != "ok"
+                failed = failed or not isinstance(reply, Done)
         if not failed:
-            return [replies[r] for r in range(self.nprocs)]
+            return [replies[r].results for r in range(self.nprocs)]
         self.close(kill=True)
         raise self._failure(replies)
 
@@ -126,17 +99,16 @@ class RankPool:
         except subprocess.TimeoutExpired:
             return None
 
-    def _failure(self, replies: Dict[int, tuple]) -> RunFailed:
+    def _failure(self, replies: Dict[int, Reply]) -> RunFailed:
         """The failure that came first: a rank that fails leaves the others failing in their
         collectives a moment later, with errors that only say a peer went away."""
         # A rank killed by a signal (a segfault, the OOM killer) comes first: its end reaches this
         # process late, after the errors its peers raised when it vanished.
-        rank, reply = min(((r, reply) for r, reply in replies.items() if reply[0] != "ok"),
-                          key=lambda item: (not (item[1][0] == "died" and (item[1][2] or 0) < 0), item[1][1]))
-        if reply[0] == "error":
-            _, _, message, kind, log = reply
-            return RunFailed(f"rank {rank} failed: {message}", kind=kind, log=log)
-        return died(rank, reply[2], self.out)
+        rank, reply = min(((r, reply) for r, reply in replies.items() if not isinstance(reply, Done)),
+                          key=lambda item: (not (isinstance(item[1], Died) and item[1].by_signal), item[1].at))
+        if isinstance(reply, Failed):
+            return reply.error(rank)
+        return reply.error(rank, self.out)
 
     def close(self, kill: bool = False, wait_s: Optional[float] = 60) -> None:
         """Stop the ranks: ask them to leave (or kill them), and wait up to wait_s for each."""
@@ -216,18 +188,3 @@ def close_all(wait: bool = True, kill: bool = False) -> None:
 
 atexit.register(close_all)
 
-
-def run_once(prefix: Sequence[str], config_yaml: str, out: Path) -> list:
-    """One rank in a process of its own, started through `prefix` (a profiler that launches
-    programs itself); the task and reply travel as files."""
-    with tempfile.TemporaryDirectory() as tmp:
-        task, result = Path(tmp) / "task.pkl", Path(tmp) / "result.pkl"
-        task.write_bytes(pickle.dumps({"config": config_yaml, "out": str(out)}))
-        done = subprocess.run([*prefix, sys.executable, "-m", "rn50.rank", "--task", str(task),
-                               "--result", str(result)])
-        if result.exists():
-            reply = pickle.loads(result.read_bytes())
-            if reply[0] == "ok":
-                return reply[1]
-            raise RunFailed(f"rank 0 failed: {reply[2]}", kind=reply[3], log=reply[4])
-    raise died(0, done.returncode, out)
