@@ -21,7 +21,7 @@ from rn50.config.messages import reported
 from rn50.errors import ConfigError
 from rn50.launcher import rundir, stop
 from rn50.launcher import run as launcher
-from rn50.launcher.sweep import PARENT_ENV
+from rn50.launcher.stop import PARENT_ENV
 from rn50.options import clusters
 
 

@@ -1,6 +1,6 @@
 """A process as others find it again: its host, its pid and when it started, so that a pid the
 kernel has handed to a new process since is not taken for it. A run's directory and its MLflow
-run record their launcher this way (rn50/launcher/rundir.py, rn50/tracking/store.py)."""
+run record their launcher this way (rn50/launcher/rundir.py, rn50/launcher/lifecycle.py)."""
 
 import os
 import socket

@@ -110,7 +110,7 @@ def launcher_signals():
     import signal
 
     from rn50.launcher import stop
-    from rn50.stops import STOP_SIGNALS
+    from rn50.launcher.stop import STOP_SIGNALS
 
     before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     for signum in STOP_SIGNALS:

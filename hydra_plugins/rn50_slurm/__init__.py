@@ -20,10 +20,10 @@ from omegaconf import DictConfig
 
 from rn50.config import schema
 from rn50.launcher import launch, slurm_jobs
-from rn50.launcher.sweep import PARENT_ENV
+from rn50.launcher.stop import PARENT_ENV
 from rn50.point import identity
 from rn50.slurm import sbatch as slurm
-from rn50.tracking import store as tracking
+from rn50 import tracking
 
 log = logging.getLogger("rn50")
 
@@ -44,7 +44,7 @@ class SlurmLauncher(SubmititSlurmLauncher):
         for cfg in configs:
             slurm.check_nodes(cfg)
         for uri in {cfg.mlflow.tracking_uri for cfg in configs}:
-            tracking.check_reachable(uri)
+            tracking.health.check_reachable(uri)
 
         parent = os.environ.get(PARENT_ENV)
         points = [(idx, list(overrides), cfg, params) for idx, (overrides, cfg, params)
@@ -66,7 +66,7 @@ class SlurmLauncher(SubmititSlurmLauncher):
             slurm_jobs.not_submitted(exc, [(cfg, runs[idx]) for idx, _, cfg, _ in points if idx in runs and idx not in jobs])
         for idx, _, cfg, _ in points:  # which job records into which run, for whoever reads the runs
             if idx in jobs:
-                tracking.log_results(cfg.mlflow.tracking_uri, runs[idx], {}, {"slurm_job_id": jobs[idx].job_id})
+                tracking.runs.log_results(cfg.mlflow.tracking_uri, runs[idx], {}, {"slurm_job_id": jobs[idx].job_id})
         return [done[idx] or self._wait(jobs[idx], cfg, overrides, runs[idx]) for idx, overrides, cfg, _ in points]
 
     @staticmethod
@@ -74,8 +74,8 @@ class SlurmLauncher(SubmititSlurmLauncher):
         """sweep.resume: the JobReturn of a point that FINISHED before in this sweep, or None to run it."""
         if not (parent and cfg.sweep.resume):
             return None
-        earlier = tracking.earlier_point(cfg.mlflow.tracking_uri, parent, config_hash)
-        if not tracking.done_before(earlier):
+        earlier = tracking.sweeps.earlier_point(cfg.mlflow.tracking_uri, parent, config_hash)
+        if not tracking.sweeps.done_before(earlier):
             return None
         log.info("%s: finished before as run %s, not submitted again", schema.run_name(cfg), earlier.info.run_id)
         return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED,

@@ -31,7 +31,8 @@ from rn50.point import identity
 from rn50.results import resume
 from rn50.results import summary as results
 from rn50.tracking import owners, upload
-from rn50.tracking import store as tracking
+from rn50 import tracking
+from rn50.launcher import lifecycle
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout, above rn50/launcher/
 log = logging.getLogger("rn50")
@@ -55,18 +56,18 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
     try:
         # The run's options, built once for this process: a point whose option cannot be built is a row.
         options = launch.preflight(cfg, cluster=cluster)
-        params = tracking.config_params(cfg)
+        params = tracking.runs.config_params(cfg)
         continued = resume.run_to_continue(cfg, out, params)  # train.resume, or a requeued SLURM job
-        tracking.check_reachable(cfg.mlflow.tracking_uri, open_store=False)
+        tracking.health.check_reachable(cfg.mlflow.tracking_uri, open_store=False)
     except ConfigError as exc:
         if (parent or cfg.mlflow.run_id) and rank == 0:  # a sweep point that cannot run is still a row
-            tracking.record_failure(cfg, name, tags, parent, exc)
+            lifecycle.record_failure(cfg, name, tags, parent, exc)
         raise
     name = schema.run_name(cfg)  # with the accelerator resolved: a run that fell back to the CPU says so
     # Every rank asks, so that all of a SLURM job's tasks skip together; a job whose run was made
     # before it was submitted (mlflow.run_id) was already asked about by its launcher.
     if parent and cfg.sweep.resume and not cfg.mlflow.run_id:
-        done = finished_before(cfg, parent, tags[tracking.HASH_TAG], name, say=rank == 0)
+        done = finished_before(cfg, parent, tags[tracking.runs.HASH_TAG], name, say=rank == 0)
         if done is not None:
             return described(cfg, done)
     if rank != 0:  # a torchrun or SLURM rank other than 0: rank 0 records the run
@@ -77,15 +78,15 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
     (out / "resolved_config.yaml").write_text(config_yaml)
     uri, kept = cfg.mlflow.tracking_uri, upload.result_file(out)
     with launch.started(cfg, config_yaml, out, options) as ranks_done:  # the ranks start while MLflow opens the run
-        tracking.check_reachable(uri)  # the store itself: MLflow's import and schema
+        tracking.health.check_reachable(uri)  # the store itself: MLflow's import and schema
         owners.close_orphans(uri)  # runs of this host whose launcher ended without closing them
-        with tracking.record(cfg, name, tags, parent, continue_run_id=continued, kept=kept) as run_id:
+        with lifecycle.record(cfg, name, tags, parent, continue_run_id=continued, kept=kept) as run_id:
             training = cfg.train.name == TrainName.accuracy
             if training:  # what a later train.resume=true, or SLURM's requeue, goes on from
                 resume.remember(out, run_id, params)
             ranks = ranks_done()
             full = None  # a full disk under the output directory: the result goes to MLflow all the same
-            with tracking.failing_as_run():  # a fault of this process after the ranks is the run's failure
+            with lifecycle.failing_as_run():  # a fault of this process after the ranks is the run's failure
                 record = (results.summarize_training(cfg, ranks, started, time.time()) if training
                           else results.summarize(cfg, ranks, started, time.time(), options))
                 what = (kept, cfg, run_id, name, parent, params, {**tags, **record.tags}, record)
@@ -101,14 +102,14 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
                     result = upload.result_of(*what, [str(out / "resolved_config.yaml"), *logs], started)
                     result["tags"]["output_dir_error"] = f"no space left on device in {out}"
             try:
-                with tracking.logging_kept(uri, None if full else kept):  # a store that fails: one line naming the kept result
+                with lifecycle.logging_kept(uri, None if full else kept):  # a store that fails: one line naming the kept result
                     upload.log(result, out, uri, run_id)
             except Exception as exc:
                 if not full:
                     raise
                 figure = record.metrics.get("throughput/images_per_sec")
                 raise RunFailed(f"no space left on device in {out}, and mlflow.tracking_uri={uri} failed too "
-                                f"({tracking.first_line(exc)}): the result is lost"
+                                f"({tracking.client.first_line(exc)}): the result is lost"
                                 + (f"; it measured {figure:,.1f} images/sec" if figure else ""), kind="logging") from exc
             if full:
                 log.warning("no space left on device in %s: the run's files there (%s) were not written; its figures "
@@ -130,7 +131,7 @@ def say_done(cfg: DictConfig, name: str, summary: dict, out: Path, parent: Optio
     log.info("%s; MLflow run %s", headline(name, summary), summary["run_id"])
     if not parent:  # a sweep prints where its results are once, at its end
         uri = cfg.mlflow.tracking_uri
-        print(tracking.ui_hint(uri, tracking.experiment_of(uri, summary["run_id"]), output_dir=str(out)))
+        print(tracking.ui.ui_hint(uri, tracking.ui.experiment_of(uri, summary["run_id"]), output_dir=str(out)))
     return summary
 
 
@@ -143,8 +144,8 @@ def described(cfg: DictConfig, summary: dict) -> dict:
 
 def finished_before(cfg: DictConfig, parent: str, config_hash: str, name: str, say: bool) -> Optional[dict]:
     """sweep.resume: the metrics of this point's FINISHED run in the sweep, or None to run it."""
-    earlier = tracking.earlier_point(cfg.mlflow.tracking_uri, parent, config_hash)
-    if tracking.done_before(earlier):
+    earlier = tracking.sweeps.earlier_point(cfg.mlflow.tracking_uri, parent, config_hash)
+    if tracking.sweeps.done_before(earlier):
         if say:
             print(f"rn50: {name}: finished before as run {earlier.info.run_id}, not run again", file=sys.stderr)
         return {"run_id": earlier.info.run_id, **earlier.data.metrics}
@@ -174,7 +175,7 @@ def run_tags(cfg: DictConfig, out: Path) -> dict:
         "output_dir": str(out),
         "dist": schema.dist_name(cfg),
         "cluster": cfg.cluster.name,
-        tracking.HASH_TAG: identity.config_hash(cfg),  # finds a sweep point again (sweep.resume)
+        tracking.runs.HASH_TAG: identity.config_hash(cfg),  # finds a sweep point again (sweep.resume)
         **({"slurm_job_id": os.environ["SLURM_JOB_ID"]} if "SLURM_JOB_ID" in os.environ else {}),
         **({"git_commit": commit, "mlflow.source.git.commit": commit} if commit else {}),
     }

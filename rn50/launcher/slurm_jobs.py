@@ -25,7 +25,8 @@ from rn50.errors import RunFailed
 from rn50.launcher import launch
 from rn50.results import resume
 from rn50.slurm import sbatch as slurm
-from rn50.tracking import store as tracking
+from rn50 import tracking
+from rn50.launcher import lifecycle
 
 log = logging.getLogger("rn50")
 
@@ -56,9 +57,9 @@ def make_run(cfg: DictConfig, parent: Optional[str], config_hash: str, overrides
     the job before its rank 0 could. Tagged with the point's hash, so that a later sweep.resume
     run of the point supersedes it in the report, and with its command (overrides: the job's), so
     that a sweep's report finds its point even where the job never started."""
-    tags = {"cluster": "slurm", "dist": dist_name(cfg), tracking.HASH_TAG: config_hash,
+    tags = {"cluster": "slurm", "dist": dist_name(cfg), tracking.runs.HASH_TAG: config_hash,
             "command": " ".join(["python -m rn50", *overrides])}
-    return tracking.start_run(cfg, run_name(cfg), tags, parent, params=False)
+    return lifecycle.start_run(cfg, run_name(cfg), tags, parent, params=False)
 
 
 def close_run(cfg: DictConfig, run_id: str, error: str) -> None:
@@ -66,13 +67,13 @@ def close_run(cfg: DictConfig, run_id: str, error: str) -> None:
     where the job logged none, so that it is still a row of the sweep's report. A run its rank 0
     closed keeps its own status and error, which say more."""
     uri = cfg.mlflow.tracking_uri
-    client = tracking.open_client(uri)
+    client = tracking.client.open_client(uri)
     run = client.get_run(run_id)
     if run.info.status != "RUNNING":
         return
     cfg = OmegaConf.merge(cfg, {"mlflow": {"run_id": run_id}})  # as the job would have logged them
-    tracking.log_params(client, run_id, tracking.config_params(cfg), run.data.params)
-    tracking.end_run(uri, run_id, ok=False, tags={"failure": "slurm", "error": error})
+    tracking.runs.log_params(client, run_id, tracking.runs.config_params(cfg), run.data.params)
+    tracking.runs.end_run(uri, run_id, ok=False, tags={"failure": "slurm", "error": error})
 
 
 def outcome(job, cfg: DictConfig, run_id: str, check: Callable[[Any], Any] = lambda result: result) -> Tuple[bool, Any]:
@@ -142,7 +143,7 @@ def not_submitted(exc: BaseException, runs: Sequence[Tuple[DictConfig, str]]) ->
 
 def failed(job, cfg: DictConfig, run_id: str) -> RunFailed:
     """The command's error for a job that failed: the run's own error, where its rank 0 recorded one."""
-    error = tracking.open_client(cfg.mlflow.tracking_uri).get_run(run_id).data.tags.get("error")
+    error = tracking.client.open_client(cfg.mlflow.tracking_uri).get_run(run_id).data.tags.get("error")
     why = f": {error}" if error else f"; the MLflow run's error tag and the job's log {job.paths.stderr} say why"
     return RunFailed(f"SLURM job {job.job_id} failed{why}")
 
@@ -195,18 +196,18 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str], cl
     launch.preflight(cfg, here=False, cluster=cluster)
     params = slurm.resources(cfg, launcher)
     slurm.check_nodes(cfg)
-    tracking.check_reachable(cfg.mlflow.tracking_uri)
+    tracking.health.check_reachable(cfg.mlflow.tracking_uri)
 
     # train.resume, or a new try of a requeued job: the job goes on with the run it continues.
     # (Not a requeue: SLURM_RESTART_COUNT here would be an enclosing sbatch script's.)
-    continued = resume.run_to_continue(cfg, out, tracking.config_params(cfg)) if cfg.train.resume else None
+    continued = resume.run_to_continue(cfg, out, tracking.runs.config_params(cfg)) if cfg.train.resume else None
     run_id = continued or make_run(cfg, None, config_hash)
     try:
         job = slurm.submit(launcher, params, RankTask(task_argv(argv, out, run_id)))
     except BaseException as exc:
         not_submitted(exc, [] if continued else [(cfg, run_id)])
     log.info("SLURM job %s: sbatch %s; its log: %s", job.job_id, slurm.describe(params), job.paths.stderr)
-    tracking.log_results(cfg.mlflow.tracking_uri, run_id, {}, {"slurm_job_id": job.job_id})
+    tracking.runs.log_results(cfg.mlflow.tracking_uri, run_id, {}, {"slurm_job_id": job.job_id})
     try:
         ok, _ = outcome(job, cfg, run_id)
     except KeyboardInterrupt as exc:  # the job is SLURM's now: it goes on, and its rank 0 closes the run
@@ -214,7 +215,7 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str], cl
         raise
     if not ok:  # outcome closed its run
         raise failed(job, cfg, run_id)
-    run = tracking.open_client(cfg.mlflow.tracking_uri).get_run(run_id)
+    run = tracking.client.open_client(cfg.mlflow.tracking_uri).get_run(run_id)
     if run.info.status != "FINISHED":
         close_run(cfg, run_id, f"SLURM job {job.job_id} ended with its run {run.info.status}")  # if left RUNNING
         raise failed(job, cfg, run_id)

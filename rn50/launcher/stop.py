@@ -1,19 +1,91 @@
-"""How the launcher stops: on a stop signal (Ctrl-C, kill, a closed terminal) it closes its run as
-KILLED and stops its ranks; on any failure it kills ranks started for a run that will not happen
-and closes a sweep's parent run, with one last line on stderr."""
+"""How the launcher stops.
+
+On a stop signal (Ctrl-C, kill, a closed terminal) it closes its run as KILLED and stops its ranks;
+on any failure it kills ranks started for a run that will not happen and closes a sweep's parent
+run, with one last line on stderr.
+
+A run is made in two store calls: MLflow creates it, then rn50 logs its config as params. A stop
+that lands between them would leave a run that says nothing of what it ran, so a stop signal
+that arrives while a run is made waits for the run to be whole (held), and is raised again where the
+caller closes the run as KILLED (rn50/launcher/lifecycle.py). A second Ctrl-C in that time stops at
+once: a store that hangs can still be left. A second SIGTERM or SIGHUP waits with the first (a
+closing terminal sends SIGHUP twice).
+"""
 
 import contextlib
 import os
 import signal
 import sys
-from typing import Iterator
+import threading
+from typing import Dict, Iterator, List
 
 from rn50.errors import Interrupted
-from rn50.launcher import pool
-from rn50.launcher import rundir
-from rn50.launcher.sweep import PARENT_ENV, URI_ENV
-from rn50.stops import STOP_SIGNALS
-from rn50.tracking import store as tracking
+from rn50.launcher import pool, rundir
+from rn50.tracking import runs
+
+# A sweep's jobs find its parent run, and the store it is in, here (rn50/launcher/sweep.py sets them);
+# a command that fails closes that run.
+PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
+URI_ENV = "RN50_SWEEP_TRACKING_URI"
+
+# The ways a launcher is told to stop: Ctrl-C, kill, a closed terminal (or an ended SSH session).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+_holding = False
+
+
+@contextlib.contextmanager
+def held(caught: List[int]) -> Iterator[None]:
+    """In the block, a stop signal is appended to `caught` instead of acting; raise_caught(caught)
+    acts on it later. Only the main thread handles signals (elsewhere, and inside another held
+    block, this holds nothing). A signal that is ignored, or whose handler is not Python's, is left
+    as it is."""
+    global _holding
+    if _holding or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    before = {signum: handler for signum, handler in before.items() if handler not in (signal.SIG_IGN, None)}
+    holding = [True]
+
+    def restore() -> None:
+        if holding[0]:  # once: the handler put back may change them itself (the launcher's ignores later stops)
+            holding[0] = False
+            for signum, handler in before.items():
+                signal.signal(signum, handler)
+
+    def wait(signum, frame):
+        if holding[0] and not (caught and signum == signal.SIGINT):
+            caught.append(signum)
+            return
+        restore()  # a second Ctrl-C, or a signal that came as the block ended: acts now, as before
+        handler = before[signum]
+        if callable(handler):
+            handler(signum, frame)
+        else:  # SIG_DFL, put back above: the signal's default action
+            signal.raise_signal(signum)
+
+    _holding = True
+    try:
+        for signum in before:
+            signal.signal(signum, wait)
+        yield
+    finally:
+        restore()
+        _holding = False
+
+
+def raise_caught(caught: List[int]) -> None:
+    """Act on the first stop signal held in `caught`, with the handler in place now (the launcher's
+    raises Interrupted here, synchronously: signal.raise_signal runs Python's handlers before it
+    returns)."""
+    if caught:
+        signal.raise_signal(caught[0])
+
+
+def interrupted_tags(exc: BaseException) -> Dict[str, str]:
+    """A run a stop signal ended (KILLED): failure=interrupted, and the signal in `error`."""
+    return {"failure": "interrupted", "error": f"interrupted by {getattr(exc, 'signal_name', 'SIGINT')}"}
 
 
 def _interrupted(signum, frame):
@@ -52,7 +124,7 @@ def closing() -> Iterator[None]:
         parent = os.environ.pop(PARENT_ENV, None)
         if parent and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
             interrupted = isinstance(exc, KeyboardInterrupt)
-            tracking.close_failed(os.environ[URI_ENV], parent, tracking.interrupted_tags(exc) if interrupted else {},
+            runs.close_failed(os.environ[URI_ENV], parent, interrupted_tags(exc) if interrupted else {},
                                   killed=interrupted)
         if isinstance(exc, KeyboardInterrupt):
             what = getattr(exc, "signal_name", "SIGINT")

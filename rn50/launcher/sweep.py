@@ -21,16 +21,16 @@ from rn50.config.messages import reported
 from rn50.config.schema import nodes_gpus
 from rn50.errors import ConfigError, Rn50Error
 from rn50.launcher import pool
+from rn50.launcher.stop import PARENT_ENV, URI_ENV
 from rn50.launcher.launch import resolve_accelerator
 from rn50.measure import meter
 from rn50.options import clusters, profilers
 from rn50.point import identity
 from rn50.results import report
 from rn50.tracking import owners
-from rn50.tracking import store as tracking
+from rn50 import tracking
+from rn50.launcher import lifecycle
 
-PARENT_ENV = "RN50_SWEEP_PARENT_RUN_ID"
-URI_ENV = "RN50_SWEEP_TRACKING_URI"
 log = logging.getLogger("rn50")
 
 
@@ -64,13 +64,13 @@ class SweepCallback(Callback):
         listed = [o for o in config.hydra.overrides.task if not o.startswith("sweep.resume=")]
         overrides = " ".join(listed)
         with reported():
-            tracking.check_reachable(uri)
+            tracking.health.check_reachable(uri)
             owners.close_orphans(uri)  # runs of this host whose launcher ended without closing them
             if config.sweep.resume:
-                parent = tracking.find_sweep(uri, config.mlflow.experiment_name, config.sweep.resume, overrides)
+                parent = tracking.sweeps.find_sweep(uri, config.mlflow.experiment_name, config.sweep.resume, overrides)
         os.environ[URI_ENV] = uri
         if config.sweep.resume:
-            before = tracking.reopen(uri, parent, {"sweep.dir": str(Path(config.hydra.sweep.dir).resolve()),
+            before = tracking.runs.reopen(uri, parent, {"sweep.dir": str(Path(config.hydra.sweep.dir).resolve()),
                                                    **owners.owner_tags()})
             before = before.get("sweep.overrides", "")
             print(f"rn50: resuming sweep {parent}: points that finished with the same config are not run again",
@@ -82,7 +82,7 @@ class SweepCallback(Callback):
             return
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         tags = {
-            tracking.SWEEP_ROLE[0]: tracking.SWEEP_ROLE[1],
+            tracking.sweeps.SWEEP_ROLE[0]: tracking.sweeps.SWEEP_ROLE[1],
             "sweep.overrides": overrides,
             # the same as a JSON list: a value with a space in it stays one override (the report's NOT STARTED rows)
             "sweep.override_list": json.dumps(listed),
@@ -91,7 +91,7 @@ class SweepCallback(Callback):
             "command": f"python -m rn50 --multirun {overrides}",
             **owners.owner_tags(),
         }
-        os.environ[PARENT_ENV] = tracking.start_run(config, f"sweep {started}", tags, params=False)
+        os.environ[PARENT_ENV] = lifecycle.start_run(config, f"sweep {started}", tags, params=False)
 
     def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
         """One line per finished point: [3/12] resnet50 amp 1n2g bs256: 11,798 images/sec."""
@@ -120,22 +120,22 @@ class SweepCallback(Callback):
             footer = report.time_line(rows, time.time() - STARTED, int(STARTED * 1000))  # this command's
             files = report.write(rows, sweep_dir, footer)
             for run_id, metrics in report.scaling_metrics(rows).items():  # the benchmark view's columns
-                tracking.log_results(uri, run_id, metrics)
-            tracking.log_results(uri, parent, {}, artifacts=map(str, files))
-            tracking.set_description(uri, parent, report.description(rows))
+                tracking.runs.log_results(uri, run_id, metrics)
+            tracking.runs.log_results(uri, parent, {}, artifacts=map(str, files))
+            tracking.ui.set_description(uri, parent, report.description(rows))
             failed = [r for r in rows if r["status"] != "FINISHED"]
             # FAILED where a point did not finish; the tag says how many did what
-            tracking.end_run(uri, parent, ok=not failed, tags={"sweep.points": report.tally(rows)})
+            tracking.runs.end_run(uri, parent, ok=not failed, tags={"sweep.points": report.tally(rows)})
         except Exception as exc:  # a store that failed: the points' results are kept in their output directories
-            tracking.close_failed(uri, parent)
+            tracking.runs.close_failed(uri, parent)
             with reported():
                 raise Rn50Error(f"the sweep's report could not be made from mlflow.tracking_uri={uri} "
-                                f"({tracking.first_line(exc)}); `python -m rn50.upload {sweep_dir}` logs the points' "
+                                f"({tracking.client.first_line(exc)}); `python -m rn50.upload {sweep_dir}` logs the points' "
                                 f"kept results, then `python -m rn50.report --parent-run-id {parent}` makes it") from None
         log.info("sweep report: %s", files[0])
         print(report.markdown(rows))
         print(footer)
-        print(tracking.ui_hint(uri, tracking.experiment_of(uri, parent), output_dir=str(files[0].parent)))
+        print(tracking.ui.ui_hint(uri, tracking.ui.experiment_of(uri, parent), output_dir=str(files[0].parent)))
         if failed:
             points = ", ".join(f"{r['point']} ({r['failure'] or r['status'].lower()})" for r in failed)
             print(f"rn50: error: {len(failed)} of {len(rows)} sweep points failed: {points}", file=sys.stderr)

@@ -2,7 +2,7 @@
 data.root/val, with a checkpoint after every epoch; rank 0 returns the run's per-epoch record.
 
 Like a throughput run, a rank never touches MLflow: rank 0's RankResult carries the epochs as
-series and the launcher logs them (rn50/results/summary.py, rn50/tracking/store.py).
+series and the launcher logs them (rn50/results/summary.py, rn50/tracking/runs.py).
 """
 
 import json

@@ -24,7 +24,7 @@ from rn50.config.schema import nodes_gpus
 from rn50.errors import Rn50Error
 from rn50.point.identity import MOVED_KEYS, NOT_IMAGES_PER_SEC
 from rn50.results import report
-from rn50.tracking import store as tracking
+from rn50 import tracking
 
 PROG = "rn50.compare"
 # Keys that do not change images/sec: rn50/point/identity.py's NOT_IMAGES_PER_SEC, beside a point's identity.
@@ -92,11 +92,11 @@ def find_runs(client, uri: str, spec: str, experiment: str, side: str) -> list:
     if RUN_ID.match(spec):
         try:
             run = client.get_run(spec)
-        except tracking.MlflowException:
+        except tracking.client.MlflowException:
             raise Rn50Error(f"{side} {spec}: no run with this id in {uri}") from None
         if run.data.tags.get(report.ROLE_TAG) != "sweep":
             return [run]
-        children = tracking.search_runs(client, [run.info.experiment_id], f"tags.`{tracking.PARENT_TAG}` = '{spec}'")
+        children = tracking.runs.search_runs(client, [run.info.experiment_id], f"tags.`{tracking.runs.PARENT_TAG}` = '{spec}'")
         if not children:
             raise Rn50Error(f"{side} {spec}: this sweep has no points yet")
         return children
@@ -104,8 +104,8 @@ def find_runs(client, uri: str, spec: str, experiment: str, side: str) -> list:
     if found is None:
         raise Rn50Error(f"--experiment {experiment}: no such experiment in {uri}")
     try:
-        runs = tracking.search_runs(client, [found.experiment_id], spec)
-    except tracking.MlflowException as exc:
+        runs = tracking.runs.search_runs(client, [found.experiment_id], spec)
+    except tracking.client.MlflowException as exc:
         raise Rn50Error(f"{side} {spec!r}: {str(exc).splitlines()[0]}; give a run id or an MLflow filter "
                         "such as \"tags.gpu_model = 'NVIDIA H200'\"") from None
     runs = [r for r in runs if r.data.tags.get(report.ROLE_TAG) != "sweep"]
@@ -256,8 +256,8 @@ def main(argv=None) -> None:
         db = uri.removeprefix("sqlite:///")
         if db != uri and not Path(db).is_file():
             raise Rn50Error(f"--tracking-uri {uri}: no such file; run where the runs were recorded")
-        tracking.check_reachable(uri, write=False)  # a comparison only reads
-        client = tracking.open_client(uri)
+        tracking.health.check_reachable(uri, write=False)  # a comparison only reads
+        client = tracking.client.open_client(uri)
         specs = (("BASE", args.base), ("CANDIDATE", args.candidate))
         found = [find_runs(client, uri, spec, args.experiment, side) for side, spec in specs]
         keys, unshared = shared_keys(found[0] + found[1])

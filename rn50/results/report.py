@@ -23,9 +23,9 @@ from rn50.config.schema import nodes_gpus
 from rn50.errors import Rn50Error
 from rn50.measure import timing
 from rn50.point.identity import NOT_REPORT_SETUP, current_params, leaves_out, reads_dali_keys, sweep_points
-from rn50.tracking import store as tracking
+from rn50 import tracking
 
-ROLE_TAG = tracking.ROLE_TAG
+ROLE_TAG = tracking.runs.ROLE_TAG
 # Keys that may differ between a point and its 1n1g reference (rn50/point/identity.py's NOT_REPORT_SETUP);
 # the device kind keeps CPU and GPU runs apart (add_scaling).
 NOT_SETUP = NOT_REPORT_SETUP
@@ -126,7 +126,7 @@ def _row(run) -> Dict:
         "profiled": p.get("profiler.name", "none") != "none",
         "accelerator": accelerator(run),
         "start_time": run.info.start_time,
-        "config_hash": t.get(tracking.HASH_TAG),
+        "config_hash": t.get(tracking.runs.HASH_TAG),
         "training": p.get("train.name") == "accuracy",
         "best_top1_pct": 100 * m["val/best_top1"] if "val/best_top1" in m else None,
         "time_to_target_s": m.get("time/to_target_s"), "train_s": m.get("time/train_s"),
@@ -220,8 +220,8 @@ def collect(uri: str, parent_run_id: Optional[str] = None, experiment: Optional[
             filter_string: str = "") -> List[Dict]:
     """One row per benchmark run: the children of a sweep, or an experiment's runs."""
     try:
-        return _collect(tracking.open_client(uri), uri, parent_run_id, experiment, filter_string)
-    except tracking.MlflowException as exc:
+        return _collect(tracking.client.open_client(uri), uri, parent_run_id, experiment, filter_string)
+    except tracking.client.MlflowException as exc:
         which = f"--parent-run-id {parent_run_id}" if parent_run_id else f"--filter {filter_string!r}"
         raise Rn50Error(f"{which}: {str(exc).splitlines()[0]}") from None
 
@@ -230,14 +230,14 @@ def _collect(client, uri, parent_run_id, experiment, filter_string) -> List[Dict
     filter_string_given = bool(filter_string)  # the points a filter leaves out are not "not started"
     if parent_run_id:
         exp_ids = [client.get_run(parent_run_id).info.experiment_id]
-        clause = f"tags.`{tracking.PARENT_TAG}` = '{parent_run_id}'"
+        clause = f"tags.`{tracking.runs.PARENT_TAG}` = '{parent_run_id}'"
         filter_string = f"{clause} and {filter_string}" if filter_string else clause
     else:
         found = client.get_experiment_by_name(experiment or "rn50")
         if found is None:
             raise Rn50Error(f"no MLflow experiment named {experiment!r} in {uri}")
         exp_ids = [found.experiment_id]
-    runs = tracking.search_runs(client, exp_ids, filter_string)
+    runs = tracking.runs.search_runs(client, exp_ids, filter_string)
     children = [r for r in runs if r.data.tags.get(ROLE_TAG) != "sweep"]
     rows = [_row(r) for r in children]
     for r in rows:
@@ -471,7 +471,7 @@ def main(argv=None) -> None:
         db = args.tracking_uri.removeprefix("sqlite:///")
         if db != args.tracking_uri and not Path(db).is_file():
             raise Rn50Error(f"--tracking-uri {args.tracking_uri}: no such file; run where the runs were recorded")
-        tracking.check_reachable(args.tracking_uri, write=False)  # a report only reads
+        tracking.health.check_reachable(args.tracking_uri, write=False)  # a report only reads
         rows = collect(args.tracking_uri, args.parent_run_id, args.experiment, args.filter)
         if not rows:
             raise Rn50Error("no runs match; check --parent-run-id, --experiment and --filter")

@@ -264,14 +264,14 @@ def _check_sqlite(uri: str, path: Path, fix: str) -> Check:
 
 def _check_server(uri: str, fix: str) -> Check:
     # rn50.tracking's probe and its client, under its retry policy, as a run meets the server.
-    from rn50.tracking import store as tracking  # deferred: omegaconf or mlflow may be missing here
+    from rn50 import tracking  # deferred: omegaconf or mlflow may be missing here
 
-    reason = tracking.server_unreachable(uri)
+    reason = tracking.client.server_unreachable(uri)
     if reason is not None:
         return _fail("tracking", f"{uri}: no answer ({reason})",
                      "start the server (launchers/mlflow_server.sh) or " + fix)
     try:
-        client = tracking.open_client(uri)
+        client = tracking.client.open_client(uri)
         experiment = client.create_experiment(f"rn50-doctor-{uuid.uuid4().hex[:12]}")
         run = client.create_run(experiment)
         client.delete_run(run.info.run_id)

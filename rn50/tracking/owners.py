@@ -9,7 +9,8 @@ import socket
 from typing import Dict, List
 
 from rn50 import owner
-from rn50.tracking import store
+from rn50.tracking.client import open_client
+from rn50.tracking.runs import end_run, search_runs
 
 # The owner's fields (rn50/owner.py) as tags: launch_host is its host.
 TAGS = {"host": "launch_host", "pid": "launcher_pid", "started": "launcher_started", "boot": "launcher_boot",
@@ -30,12 +31,12 @@ def launcher(tags: Dict[str, str]) -> Dict[str, str]:
 def close_orphans(uri: str) -> List[str]:
     """Close as KILLED, with failure=launcher_lost, every RUNNING run in the store whose launcher ran
     on this host and has ended; their ids."""
-    client = store.open_client(uri)
+    client = open_client(uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
     if not experiments:
         return []
     host = socket.gethostname().replace("'", "")
-    runs = store.search_runs(client, experiments, f"attributes.status = 'RUNNING' and tags.launch_host = '{host}'")
+    runs = search_runs(client, experiments, f"attributes.status = 'RUNNING' and tags.launch_host = '{host}'")
     closed = []
     for run in runs:
         if PID_TAG not in run.data.tags or owner.alive(launcher(run.data.tags)) is not False:
@@ -43,7 +44,7 @@ def close_orphans(uri: str) -> List[str]:
         now = client.get_run(run.info.run_id)  # as it is now: a resume may have taken it on since the search
         if now.info.status != "RUNNING" or owner.alive(launcher(now.data.tags)) is not False:
             continue
-        store.end_run(uri, run.info.run_id, ok=False, killed=True, tags={
+        end_run(uri, run.info.run_id, ok=False, killed=True, tags={
             "failure": "launcher_lost",
             "error": f"its launcher ({owner.describe(launcher(now.data.tags))}) ended without closing it"})
         closed.append(run.info.run_id)

@@ -21,7 +21,7 @@ from typing import Iterable, List, Mapping, Optional
 from rn50 import console
 from rn50.config.messages import reported
 from rn50.errors import Rn50Error, failure_kind
-from rn50.tracking import store as tracking
+from rn50 import tracking
 
 RESULT_FILE = "result.json"
 RESULT_TAG = "rn50.result_id"
@@ -75,7 +75,7 @@ def result_of(path: Path, cfg, run_id: str, run_name: str, parent_run_id: Option
 
 def log(result: Mapping, folder: Path, uri: str, run_id: str) -> None:
     """Log a kept result's metrics, series, tags (with its id) and artifacts into run_id."""
-    tracking.log_results(uri, run_id, result["metrics"], {**result["tags"], RESULT_TAG: result["id"]},
+    tracking.runs.log_results(uri, run_id, result["metrics"], {**result["tags"], RESULT_TAG: result["id"]},
                          result["series"], [str(Path(folder, a)) for a in result["artifacts"]],
                          timestamp_ms=result["end_time_ms"])
 
@@ -107,7 +107,7 @@ def logged_run(client, result: Mapping):
     if run is not None:
         return run
     experiment = client.get_experiment_by_name(result["experiment"])
-    runs = tracking.search_runs(client, [experiment.experiment_id],
+    runs = tracking.runs.search_runs(client, [experiment.experiment_id],
                                 f"tags.`{RESULT_TAG}` = '{result['id']}'") if experiment else []
     return max(runs, key=lambda r: r.info.start_time) if runs else None
 
@@ -117,8 +117,8 @@ def upload(path: Path, uri: Optional[str] = None) -> str:
     its run FINISHED (FAILED for a run that did not train); returns the line that says what was done."""
     result = read(path)
     uri = uri or result["tracking_uri"]
-    tracking.check_reachable(uri)
-    client = tracking.open_client(uri)
+    tracking.health.check_reachable(uri)
+    client = tracking.client.open_client(uri)
     run = logged_run(client, result)
     failure = result.get("failure")
     closed = "FAILED" if failure else "FINISHED"
@@ -126,18 +126,18 @@ def upload(path: Path, uri: Optional[str] = None) -> str:
         return f"{path}: logged before, as run {run.info.run_id} in {uri}; not logged again"
     if run is None:
         parent = result["parent_run_id"]
-        sweep = {tracking.PARENT_TAG: parent} if existing(client, parent) else {}
-        run_id = tracking.create_run(uri, result["experiment"], result["run_name"], sweep, result["start_time_ms"])
+        sweep = {tracking.runs.PARENT_TAG: parent} if existing(client, parent) else {}
+        run_id = tracking.runs.create_run(uri, result["experiment"], result["run_name"], sweep, result["start_time_ms"])
         params = {}
     else:  # the run it was meant for (FAILED when the store failed), or an upload that stopped halfway
         run_id, params = run.info.run_id, run.data.params
         for key in ("failure", "error"):
             if key in run.data.tags:
                 client.delete_tag(run_id, key)
-    tracking.log_params(client, run_id, result["params"], params)
+    tracking.runs.log_params(client, run_id, result["params"], params)
     log(result, path.parent, uri, run_id)
     tags = {"failure": failure_kind(failure), "error": failure} if failure else {}
-    tracking.end_run(uri, run_id, ok=not failure, tags=tags, end_time_ms=result["end_time_ms"])
+    tracking.runs.end_run(uri, run_id, ok=not failure, tags=tags, end_time_ms=result["end_time_ms"])
     return f"{path}: logged as run {run_id} in {uri}"
 
 
@@ -169,7 +169,7 @@ def main(argv=None) -> None:
             except Rn50Error:
                 raise
             except Exception as exc:  # the store's own error, as one line
-                raise Rn50Error(f"{path}: logging it failed: {tracking.first_line(exc)}") from None
+                raise Rn50Error(f"{path}: logging it failed: {tracking.client.first_line(exc)}") from None
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from conftest import ROOT, _empty_store, rn50, runs_in
 from digits import DIGITS_RUN, EPOCHS, write_digits
 from rn50.recipe import accuracy
 from rn50.results import report
-from rn50.tracking import store as tracking
+from rn50 import tracking
 
 
 def _evaluate_shard(rank: int, world: int, init: str, logits, labels, out):
@@ -105,7 +105,7 @@ def test_digits_reach_the_target_and_a_killed_run_resumes_to_the_same_result(tmp
         assert "failure" not in r.data.tags
     assert first.data.metrics["val/best_top1"] >= 0.85  # 2.14.1 reaches 0.914 (tests/digits.py): the figure moves with kernels
     assert 0 < first.data.metrics["time/to_target_s"] <= first.data.metrics["time/train_s"]
-    client = tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = tracking.client.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
 
     def history(r, key):
         return [(m.step, m.value) for m in sorted(client.get_metric_history(r.info.run_id, key), key=lambda m: m.step)]
@@ -116,7 +116,7 @@ def test_digits_reach_the_target_and_a_killed_run_resumes_to_the_same_result(tmp
     assert [s for s, _ in history(second, "time/epoch_s")] == list(range(1, EPOCHS + 1))
     assert first.data.metrics["val/best_top1"] == second.data.metrics["val/best_top1"]
     summary = json.loads((tmp_path / "parts" / "summary.json").read_text())
-    assert tracking.shown(summary["val/best_top1"]) == second.data.metrics["val/best_top1"]  # logged to 6 digits
+    assert tracking.runs.shown(summary["val/best_top1"]) == second.data.metrics["val/best_top1"]  # logged to 6 digits
     assert second.data.metrics["val/images"] == 360  # 1,797 digits, every 5th held out
 
     rows = report.collect(f"sqlite:///{tmp_path / 'mlflow.db'}", experiment="rn50")
@@ -156,7 +156,7 @@ def test_slurm_requeues_a_signalled_job_into_the_same_run(slurm_cluster, tmp_pat
     (run,) = runs_in(tmp_path)
     assert run.info.status == "FINISHED" and run.data.tags["resumed"] == "true"
     assert run.data.tags["slurm_job_id"] == job
-    client = tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = tracking.client.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "val/top1"))
     assert steps == [1, 2]
 

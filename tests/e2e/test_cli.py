@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import TINY, rn50, runs_in
-from rn50.tracking.store import MlflowClient
+from rn50.tracking.client import MlflowClient
 
 pytestmark = pytest.mark.slow  # every test here runs `python -m rn50` as a user would
 

@@ -152,7 +152,7 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
     from rn50.point import identity
     from rn50.slurm import sbatch as slurm
     from rn50.launcher import slurm_jobs
-    from rn50.tracking import store as tracking
+    from rn50 import tracking
 
     for key, value in slurm_cluster.env.items():
         monkeypatch.setenv(key, value)
@@ -170,7 +170,7 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
     waiting.start()
     waiting.join(timeout=180)  # a wait that never ends fails the test instead of hanging it
     assert seen == [(False, None)]
-    run = tracking.MlflowClient(cfg.mlflow.tracking_uri).get_run(run_id)
+    run = tracking.client.MlflowClient(cfg.mlflow.tracking_uri).get_run(run_id)
     assert run.info.status == "FAILED" and run.data.tags["failure"] == "slurm"
     assert f"SLURM job {job.job_id} ended: " in run.data.tags["error"]
 

@@ -51,8 +51,8 @@ def test_the_cpu_profile_is_chosen_without_torch(tmp_path):
 
 
 def test_the_store_check_before_the_ranks_start_imports_no_mlflow(tmp_path):
-    probe = ("import sys; from rn50.tracking import store as tracking; "
-             f"tracking.check_reachable('sqlite:///{tmp_path}/mlflow.db', open_store=False); "
+    probe = ("import sys; from rn50 import tracking; "
+             f"tracking.health.check_reachable('sqlite:///{tmp_path}/mlflow.db', open_store=False); "
              "print('mlflow' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           env={"PYTHONPATH": str(ROOT), "PATH": ""})

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import TINY, rn50, runs_in
 from rn50.profiling.torch_profile import (KINDS)
-from rn50.tracking.store import MlflowClient
+from rn50.tracking.client import MlflowClient
 
 
 @pytest.mark.slow

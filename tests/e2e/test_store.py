@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, _empty_store, rn50, runs_in
-from rn50.tracking import store as tracking
+from rn50 import tracking
+from rn50.launcher import lifecycle
 from rn50.tracking import upload
-from rn50.tracking.store import MlflowClient
+from rn50.tracking.client import MlflowClient
 
 pytestmark = pytest.mark.slow  # each runs python -m rn50, or ten processes at once
 
@@ -56,7 +57,7 @@ def test_a_result_survives_a_store_that_fails_and_is_uploaded_once(tmp_path, cap
         client = MlflowClient(store)
         (run,) = client.search_runs([client.get_experiment_by_name("rn50").experiment_id])
         assert run.info.status == "FINISHED" and "failure" not in run.data.tags
-        assert all(run.data.metrics[k] == tracking.shown(v) for k, v in result["metrics"].items())
+        assert all(run.data.metrics[k] == tracking.runs.shown(v) for k, v in result["metrics"].items())
         assert len(client.get_metric_history(run.info.run_id, "throughput/images_per_sec_window")) == 1
         assert run.info.end_time == result["end_time_ms"]
         assert run.info.start_time == result["start_time_ms"] or store == uri  # the run made before it ran
@@ -108,9 +109,9 @@ def record_one(cfg, barrier, results):
     barrier.wait()
     uri = cfg.mlflow.tracking_uri
     try:
-        tracking.check_reachable(uri)
-        with tracking.record(cfg, "at once", {}) as run_id:
-            tracking.log_results(uri, run_id, {"throughput/images_per_sec": 1.0})
+        tracking.health.check_reachable(uri)
+        with lifecycle.record(cfg, "at once", {}) as run_id:
+            tracking.runs.log_results(uri, run_id, {"throughput/images_per_sec": 1.0})
         results.put("ok")
     except BaseException as exc:
         results.put(f"{type(exc).__name__}: {exc}")

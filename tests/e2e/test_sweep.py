@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, _empty_store, make_tree, rn50, runs_in
-from rn50.tracking.store import PARENT_TAG, MlflowClient
+from rn50.tracking.runs import PARENT_TAG
+from rn50.tracking.client import MlflowClient
 
 pytestmark = pytest.mark.slow  # every test here runs a real --multirun
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, _empty_store, rn50
-from rn50.tracking.store import MlflowClient
+from rn50.tracking.client import MlflowClient
 
 pytestmark = pytest.mark.slow  # a real MLflow server
 

@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 
 from conftest import TINY, _empty_store, rn50, runs_in
-from rn50.tracking import store as tracking
+from rn50 import tracking
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -62,7 +62,7 @@ def test_the_documented_link_shows_a_sweep_and_its_figures(tmp_path):
     uri, port = f"sqlite:///{tmp_path}/mlflow.db", free_port()
     # The command the console line gives, run from elsewhere so it must name the store. It starts
     # before the sweep, to start up while the sweep runs.
-    command = shlex.split(tracking.ui_command(uri, port=port, cwd=str(tmp_path.parent)))
+    command = shlex.split(tracking.ui.ui_command(uri, port=port, cwd=str(tmp_path.parent)))
     assert command[:4] == ["mlflow", "ui", "--backend-store-uri", uri]
     # Without MLflow's GenAI job runner (as launchers/mlflow_server.sh): its consumer processes only take CPU here.
     server = subprocess.Popen([sys.executable, "-m", *command, "--workers", "1"], cwd=tmp_path.parent,
@@ -78,7 +78,7 @@ def test_the_documented_link_shows_a_sweep_and_its_figures(tmp_path):
         assert len(children) == 2
 
         wait_for(f"http://127.0.0.1:{port}/health", server)
-        url = tracking.ui_url(uri, parent.info.experiment_id, port=port)
+        url = tracking.ui.ui_url(uri, parent.info.experiment_id, port=port)
         wanted = [parent.info.run_name, *(c.info.run_name for c in children), "throughput/images_per_sec",
                   *(str(c.data.metrics["throughput/images_per_sec"])[:5] for c in children)]
         for budget in (15000, 30000, 60000):  # a slow host needs more virtual time to render

@@ -7,10 +7,11 @@ import pytest
 from conftest import _empty_store, rn50
 from rn50.results import compare
 from rn50.results import report
-from rn50.tracking import store as tracking
+from rn50 import tracking
+from rn50.launcher import lifecycle
 from mlflow.entities import Param, RunTag
 
-from rn50.tracking.store import MlflowClient
+from rn50.tracking.client import MlflowClient
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -28,9 +29,9 @@ def store(tmp_path_factory):
     uri = f"sqlite:///{folder}/mlflow.db"
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"mlflow.tracking_uri={uri}"])
-    params = tracking.config_params(cfg)
+    params = tracking.runs.config_params(cfg)
     client = MlflowClient(uri)
-    parent = tracking.start_run(cfg, "sweep", {report.ROLE_TAG: "sweep"}, params=False)
+    parent = lifecycle.start_run(cfg, "sweep", {report.ROLE_TAG: "sweep"}, params=False)
 
     def run(side, batch, ips, low=None, high=None, status="FINISHED", profiler="none", parent_id=None, older=False,
             proof=None):
@@ -40,7 +41,7 @@ def store(tmp_path_factory):
         tags = {"side": side, "gpu_model": H100, "accelerator": "cuda", "dist": "1n1g",
                 "mlflow.runName": f"resnet50-amp-1n1g-bs{batch}"}
         if parent_id:
-            tags[tracking.PARENT_TAG] = parent_id
+            tags[tracking.runs.PARENT_TAG] = parent_id
         run_id = client.create_run(client.get_experiment_by_name("rn50").experiment_id).info.run_id
         client.log_batch(run_id, params=[Param(k, v) for k, v in p.items()][:100],
                          tags=[RunTag(k, v) for k, v in tags.items()])
@@ -50,7 +51,7 @@ def store(tmp_path_factory):
             metrics.update({"throughput/images_per_sec_min": low, "throughput/images_per_sec_max": high})
         if proof:  # what an rn50 that proves its runs trained logs: loss first, loss last, skipped in the window
             metrics.update(zip(("train/loss_first", "train/loss_last", "train/skipped_steps_window"), proof))
-        tracking.log_results(uri, run_id, metrics)
+        tracking.runs.log_results(uri, run_id, metrics)
         client.set_terminated(run_id, status)
         return run_id
 

@@ -8,41 +8,40 @@ import signal
 import pytest
 
 from conftest import _empty_store, runs_in
+from rn50.launcher import lifecycle
 
 
 def _stopped_while(monkeypatch, name):
-    """Send SIGTERM to this process right after tracking.store.NAME returns: between the store's
-    calls that make a run."""
-    from rn50.tracking import store as tracking
-
-    real = getattr(tracking, name)
+    """Send SIGTERM to this process right after the store call NAME, as the lifecycle makes it, returns:
+    between the store's calls that make a run."""
+    real = getattr(lifecycle, name)
 
     def then_stopped(*args, **kwargs):
         out = real(*args, **kwargs)
         os.kill(os.getpid(), signal.SIGTERM)
         return out
 
-    monkeypatch.setattr(tracking, name, then_stopped)
+    monkeypatch.setattr(lifecycle, name, then_stopped)
 
 
 def test_a_stop_between_creating_a_run_and_logging_its_params_closes_a_whole_run(
         compose_cfg, tmp_path, monkeypatch, launcher_signals):
     from rn50.errors import Interrupted
-    from rn50.tracking import store as tracking
+    from rn50 import tracking
 
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     cfg = compose_cfg([f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     _stopped_while(monkeypatch, "create_run")
     entered = False
     with pytest.raises(Interrupted):
-        with tracking.record(cfg, "point", {"dist": "1n1g"}):
+        with lifecycle.record(cfg, "point", {"dist": "1n1g"}):
             entered = True
     assert not entered  # the stop acted before the benchmark began
     (run,) = runs_in(tmp_path)
     assert run.info.status == "KILLED"
     assert run.data.tags["failure"] == "interrupted" and run.data.tags["error"] == "interrupted by SIGTERM"
     assert run.data.params["data.batch_size"] == str(cfg.data.batch_size)  # its params, all of them
-    assert len(run.data.params) == len(tracking.config_params(cfg))
+    assert len(run.data.params) == len(tracking.runs.config_params(cfg))
 
 
 def test_a_run_made_outside_a_record_block_is_closed_before_the_stop_acts(compose_cfg, tmp_path, monkeypatch,
@@ -50,20 +49,18 @@ def test_a_run_made_outside_a_record_block_is_closed_before_the_stop_acts(compos
     """A sweep's parent run, or a SLURM job's run made before submission: the caller never gets the
     id of a run a stop caught in the making, so start_run closes it itself."""
     from rn50.errors import Interrupted
-    from rn50.tracking import store as tracking
 
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     cfg = compose_cfg([f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     _stopped_while(monkeypatch, "create_run")
     with pytest.raises(Interrupted):
-        tracking.start_run(cfg, "sweep", {"rn50.role": "sweep"}, params=False)
+        lifecycle.start_run(cfg, "sweep", {"rn50.role": "sweep"}, params=False)
     (run,) = runs_in(tmp_path)
     assert run.info.status == "KILLED"
 
 
 def test_a_run_whose_params_cannot_be_logged_is_failed_not_left_running(compose_cfg, tmp_path, monkeypatch):
     from rn50.errors import Rn50Error
-    from rn50.tracking import store as tracking
 
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     cfg = compose_cfg([f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
@@ -71,9 +68,9 @@ def test_a_run_whose_params_cannot_be_logged_is_failed_not_left_running(compose_
     def refused(*args, **kwargs):
         raise RuntimeError("the server refused the batch")
 
-    monkeypatch.setattr(tracking, "log_params", refused)
+    monkeypatch.setattr(lifecycle, "log_params", refused)
     with pytest.raises(Rn50Error, match="cannot record a run: the server refused the batch"):
-        with tracking.record(cfg, "point", {}):
+        with lifecycle.record(cfg, "point", {}):
             pass
     (run,) = runs_in(tmp_path)
     assert run.info.status == "FAILED" and run.data.tags["error"] == "the server refused the batch"

@@ -9,7 +9,8 @@ import pytest
 
 from conftest import _empty_store
 from rn50.results import report
-from rn50.tracking import store as tracking
+from rn50 import tracking
+from rn50.launcher import lifecycle
 from rn50.measure.nvml import energy_metrics
 
 
@@ -29,12 +30,12 @@ def uri(tmp_path_factory):
         for accelerator, batch, ips in (("cpu", 2, 1.5), ("cpu", 4, 2.5), ("gpu", 256, 2800.0)):
             cfg = compose(config_name="config", overrides=[
                 f"mlflow.tracking_uri={uri}", f"dist.accelerator={accelerator}", f"data.batch_size={batch}"])
-            run_id = tracking.start_run(cfg, f"{accelerator}-bs{batch}", {})
+            run_id = lifecycle.start_run(cfg, f"{accelerator}-bs{batch}", {})
             metrics = {"throughput/images_per_sec": ips, "data/wait_pct": 1.23456}
             if accelerator == "gpu":
                 metrics.update({"gpu/utilization_pct": 97.6543, "mfu_pct": 41.23})
-            tracking.log_results(uri, run_id, metrics, tags={"accelerator": "cuda" if accelerator == "gpu" else "cpu"})
-            tracking.end_run(uri, run_id, ok=True)
+            tracking.runs.log_results(uri, run_id, metrics, tags={"accelerator": "cuda" if accelerator == "gpu" else "cpu"})
+            tracking.runs.end_run(uri, run_id, ok=True)
     return uri
 
 
@@ -92,7 +93,7 @@ def test_summary_metrics_are_logged_as_the_ui_should_show_them(tmp_path):
     uri = empty_store_in(tmp_path)  # a copy: making a store's schema takes seconds
     client = MlflowClient(uri)
     run_id = client.create_run(client.create_experiment("rounding")).info.run_id
-    tracking.log_results(uri, run_id, {"throughput/images_per_sec": 6223.510416486892, "mfu_pct": 15.284572746490362},
+    tracking.runs.log_results(uri, run_id, {"throughput/images_per_sec": 6223.510416486892, "mfu_pct": 15.284572746490362},
                          series={"step_time_ms": [41.123456789]})
     run = client.get_run(run_id)
     assert run.data.metrics == {"throughput/images_per_sec": 6223.51, "mfu_pct": 15.2846, "step_time_ms": 41.123456789}
@@ -114,9 +115,9 @@ def test_ncu_runs_have_no_throughput_in_reports(compose_cfg, tmp_path):
     uri = empty_store_in(tmp_path)  # a copy: making a store's schema takes seconds
     for profiler in ("none", "ncu", "pytorch"):
         cfg = compose_cfg([f"profiler={profiler}", f"mlflow.tracking_uri={uri}"])
-        run_id = tracking.start_run(cfg, profiler, {})
-        tracking.log_results(uri, run_id, {"throughput/images_per_sec": 1000.0})
-        tracking.end_run(uri, run_id, ok=True)
+        run_id = lifecycle.start_run(cfg, profiler, {})
+        tracking.runs.log_results(uri, run_id, {"throughput/images_per_sec": 1000.0})
+        tracking.runs.end_run(uri, run_id, ok=True)
     rows = {r["point"]: r for r in report.collect(uri, experiment="rn50")}
     assert rows["ncu"]["images_per_sec_median"] is None and rows["ncu"]["speedup"] is None
     assert rows["pytorch"]["images_per_sec_median"] == 1000.0 and rows["none"]["speedup"] == 1.0
@@ -126,10 +127,10 @@ def test_the_sweep_report_has_energy_columns_and_the_chosen_batch(compose_cfg, t
     uri = empty_store_in(tmp_path)  # a copy: making a store's schema takes seconds
     for batch, chosen in (("256", None), ("auto", 448)):
         cfg = compose_cfg([f"data.batch_size={batch}", f"mlflow.tracking_uri={uri}"])
-        run_id = tracking.start_run(cfg, f"bs{batch}", {})
+        run_id = lifecycle.start_run(cfg, f"bs{batch}", {})
         metrics = {"throughput/images_per_sec": 1000.0, **energy_metrics({0: 250.0}, 1000)}
-        tracking.log_results(uri, run_id, {**metrics, **({"data.batch_size_chosen": chosen} if chosen else {})})
-        tracking.end_run(uri, run_id, ok=True)
+        tracking.runs.log_results(uri, run_id, {**metrics, **({"data.batch_size_chosen": chosen} if chosen else {})})
+        tracking.runs.end_run(uri, run_id, ok=True)
     rows = {r["point"]: r for r in report.collect(uri, experiment="rn50")}
     assert rows["bs256"]["batch_per_gpu"] == 256 and rows["bsauto"]["batch_per_gpu"] == 448
     assert rows["bsauto"]["images_per_joule"] == pytest.approx(4.0)

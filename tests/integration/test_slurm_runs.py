@@ -8,25 +8,26 @@ from conftest import _empty_store, runs_in
 def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg, tmp_path):
     from rn50.point import identity
     from rn50.launcher import slurm_jobs
-    from rn50.tracking import store as tracking
+    from rn50 import tracking
+    from rn50.launcher import lifecycle
 
     shutil.copy(_empty_store(), tmp_path / "mlflow.db")
     cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
-    parent = tracking.start_run(cfg, "sweep", {"rn50.role": "sweep"}, params=False)
+    parent = lifecycle.start_run(cfg, "sweep", {"rn50.role": "sweep"}, params=False)
     never_started, ran_out_of_memory, adopted, resumed_elsewhere = (
         slurm_jobs.make_run(cfg, parent, identity.config_hash(cfg)) for _ in range(4))
     slurm_jobs.close_run(cfg, never_started, "SLURM job 41 ended: CANCELLED DUE TO TIME LIMIT")
-    tracking.end_run(cfg.mlflow.tracking_uri, ran_out_of_memory, ok=False, tags={"failure": "oom"})
+    tracking.runs.end_run(cfg.mlflow.tracking_uri, ran_out_of_memory, ok=False, tags={"failure": "oom"})
     slurm_jobs.close_run(cfg, ran_out_of_memory, "SLURM job 42 ended")
-    oom = tracking.MlflowClient(cfg.mlflow.tracking_uri).get_run(ran_out_of_memory)
+    oom = tracking.client.MlflowClient(cfg.mlflow.tracking_uri).get_run(ran_out_of_memory)
     assert oom.data.tags["failure"] == "oom"  # its own closing stands
     job = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db", f"mlflow.run_id={adopted}"])
-    with tracking.record(job, "point", {"cluster": "slurm"}, parent) as run_id:  # what the job's rank 0 does
+    with lifecycle.record(job, "point", {"cluster": "slurm"}, parent) as run_id:  # what the job's rank 0 does
         assert run_id == adopted
     # train.resume: the job goes on with the run it resumes, and the one made for it goes away.
     job = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db",
                        f"mlflow.run_id={resumed_elsewhere}"])
-    with tracking.record(job, "point", {"cluster": "slurm"}, parent, continue_run_id=ran_out_of_memory) as run_id:
+    with lifecycle.record(job, "point", {"cluster": "slurm"}, parent, continue_run_id=ran_out_of_memory) as run_id:
         assert run_id == ran_out_of_memory
 
     runs = {r.info.run_id: r for r in runs_in(tmp_path)}

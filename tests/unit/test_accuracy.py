@@ -8,7 +8,7 @@ from conftest import make_tree
 from rn50.launcher import launch
 from rn50.recipe import accuracy, schedule
 from rn50.results import resume
-from rn50.tracking import store as tracking
+from rn50 import tracking
 from rn50.errors import ConfigError
 
 def test_top_k_by_hand():
@@ -50,7 +50,7 @@ def test_bad_input_is_refused_before_any_run(compose_cfg, tmp_path):
         cfg = compose_cfg([*SETTLED, "data.batch_size=2", *overrides])
         with pytest.raises(ConfigError, match=match):
             launch.preflight(cfg)
-            resume.run_to_continue(cfg, out, tracking.config_params(cfg))
+            resume.run_to_continue(cfg, out, tracking.runs.config_params(cfg))
 
     tree = make_tree(tmp_path / "tree")
     refused([], r"data=synthetic is random; use data=imagefolder or data=dali")
@@ -74,32 +74,32 @@ def test_bad_input_is_refused_before_any_run(compose_cfg, tmp_path):
     torch.save({"epoch": 1, "state_dict": {"w": torch.ones(4096)}}, out / "checkpoints" / "last.ckpt")
     cfg = compose_cfg([*SETTLED, "data.batch_size=2", "data=imagefolder", f"data.root={tree}", "model=resnet18"])
     launch.preflight(cfg)  # as a run remembers its params: resolved (model.num_classes follows the folders)
-    resume.remember(out, "run123", tracking.config_params(cfg))
+    resume.remember(out, "run123", tracking.runs.config_params(cfg))
     refused(["data=imagefolder", f"data.root={tree}", "train.resume=true"],
             r"the checkpoint in .* was trained with model\.arch=resnet18, not model\.arch=resnet50")
     # A checkpoint from before a key existed (data._target_, model.autotune_*) still resumes.
-    older = {k: v for k, v in tracking.config_params(cfg).items() if k != "data._target_" and "autotune" not in k}
+    older = {k: v for k, v in tracking.runs.config_params(cfg).items() if k != "data._target_" and "autotune" not in k}
     resume.remember(out, "run123", older)
     resumed = compose_cfg([*SETTLED, "data.batch_size=2", "data=imagefolder", f"data.root={tree}", "model=resnet18",
                            "train.resume=true"])
     launch.preflight(resumed)
-    assert resume.run_to_continue(resumed, out, tracking.config_params(resumed)) == "run123"
+    assert resume.run_to_continue(resumed, out, tracking.runs.config_params(resumed)) == "run123"
     # A checkpoint from before issue 28 moved the options' classes (data._target_=rn50.pipelines.ImageFolder).
     moved = {k: v.replace("rn50.options.", "rn50.") if k.endswith("._target_") else v
-             for k, v in tracking.config_params(cfg).items()}
+             for k, v in tracking.runs.config_params(cfg).items()}
     assert moved["data._target_"] == "rn50.pipelines.ImageFolder"
     resume.remember(out, "run123", moved)
-    assert resume.run_to_continue(resumed, out, tracking.config_params(resumed)) == "run123"
+    assert resume.run_to_continue(resumed, out, tracking.runs.config_params(resumed)) == "run123"
     # A checkpoint cut short (a full disk, a copy stopped halfway) is refused before anything starts, by name.
     last = out / "checkpoints" / "last.ckpt"
     last.write_bytes(last.read_bytes()[:10_000])
     with pytest.raises(ConfigError, match=rf"^train\.resume=true: {last} is damaged \(not a whole checkpoint: .*\); "
                                           r"resume from a copy of it that is whole, or start afresh: drop "
                                           r"train\.resume, or give hydra\.run\.dir a new directory$"):
-        resume.run_to_continue(resumed, out, tracking.config_params(resumed))
+        resume.run_to_continue(resumed, out, tracking.runs.config_params(resumed))
     last.write_bytes(b"")
     with pytest.raises(ConfigError, match=r"is damaged \(not a whole checkpoint: File is not a zip file\)"):
-        resume.run_to_continue(resumed, out, tracking.config_params(resumed))
+        resume.run_to_continue(resumed, out, tracking.runs.config_params(resumed))
 
 
 def test_progress_is_one_line_per_epoch_off_a_terminal_and_a_bar_on_one():

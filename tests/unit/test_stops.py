@@ -1,4 +1,4 @@
-"""rn50/stops.py: a stop signal held while a run is made acts once the block ends; a second one acts
+"""rn50/launcher/stop.py: a stop signal held while a run is made acts once the block ends; a second one acts
 at once; and the launcher's handler is what acts."""
 
 import os
@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from rn50 import stops
+from rn50.launcher import stop as stops
 from rn50.errors import Interrupted
 from rn50.launcher import stop
 
