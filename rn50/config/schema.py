@@ -430,7 +430,7 @@ ConfigStore.instance().store(group="schema/cluster", name="slurm", node=SlurmClu
 ConfigStore.instance().store(group="schema/cluster", name="torchrun", node=TorchrunClusterConfig)
 
 
-def _positive(cfg: DictConfig, key: str, hint: str, minimum: Any = 1) -> None:
+def positive(cfg: DictConfig, key: str, hint: str, minimum: Any = 1) -> None:
     value = cfg
     for part in key.split("."):
         value = value[part]
@@ -442,6 +442,11 @@ def nodes_gpus(nodes: Any, per_node: Any) -> str:
     """The NnMg name of N nodes of M devices each, as the published tables and conf/dist/ name
     them: 1n1g, 2n8g, ... Every such name is made here."""
     return f"{nodes}n{per_node}g"
+
+
+def world_size(cfg: DictConfig) -> int:
+    """The run's processes: dist.nodes x dist.gpus_per_node (one per device)."""
+    return cfg.dist.nodes * cfg.dist.gpus_per_node
 
 
 def dist_name(cfg: DictConfig) -> str:

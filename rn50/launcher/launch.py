@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 from rn50 import console
 from rn50.config import schema
 from rn50.config.compilation import check_cuda_graphs
-from rn50.config.schema import Accelerator, Device, dist_name, nodes_gpus
+from rn50.config.schema import Accelerator, Device, dist_name, nodes_gpus, world_size
 from rn50.errors import ConfigError
 from rn50.heap import lasting_imports
 from rn50.launcher import pool
@@ -108,7 +108,7 @@ def preflight(cfg: DictConfig, here: bool = True, options: Optional[Options] = N
     cfg.dist.accelerator = resolve_accelerator(cfg, options.cluster, here)  # normalisation
     check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
     console.cpu_precision_warning(options.precision, cfg.dist.accelerator)
-    options.data.preflight(cfg, world=cfg.dist.nodes * cfg.dist.gpus_per_node)
+    options.data.preflight(cfg, world=world_size(cfg))
     set_num_classes(cfg, options.data)
     options.profiler.preflight(cfg)
     return options
@@ -136,7 +136,7 @@ def process_rank(cfg: DictConfig, cluster) -> int:
         raise ConfigError(f"cluster={cfg.cluster.name} but {cluster.starter} did not start this process "
                           f"({rank_key} is not set); {cluster.start_hint}")
     cluster.check_started(cfg)
-    world, wanted = int(os.environ[world_key]), cfg.dist.nodes * cfg.dist.gpus_per_node
+    world, wanted = int(os.environ[world_key]), world_size(cfg)
     if world != wanted:
         raise ConfigError(
             f"dist={dist_name(cfg)} needs {wanted} processes but {cluster.starter} started {world}; start "

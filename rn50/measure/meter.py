@@ -25,7 +25,7 @@ def rate_text(images_per_sec: float) -> str:
     return f"{images_per_sec:,.0f} images/sec" if images_per_sec >= 100 else f"{images_per_sec:.1f} images/sec"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     """12 s, 1 min 40 s, 2 h 05 min."""
     whole = round(seconds)
     if whole < 60:
@@ -51,7 +51,7 @@ class Meter:
                  interval_s: float = INTERVAL_S, width: int = 24, heartbeat: bool = False, announce: bool = True):
         self.label, self.total, self.unit, self.width = label, total, unit, width
         self.stream = stream if stream is not None else sys.stderr
-        self.tty = _is_tty(self.stream) if tty is None else tty
+        self.tty = is_tty(self.stream) if tty is None else tty
         self.clock, self.interval_s = clock, (REDRAW_S if self.tty else interval_s)
         self.started = self.last = clock()
         self.done, self._drawn, self.note = 0, 0, ""
@@ -102,7 +102,7 @@ class Meter:
 
     def _line(self, note: str, final: bool = False, opening: bool = False) -> str:
         count = f"{self.done}/{self.total} {self.unit}"
-        parts = [] if opening else [_duration(self.clock() - self.started), note]
+        parts = [] if opening else [duration(self.clock() - self.started), note]
         # The time left is paced by the items after the first: a run's first step autotunes
         # cuDNN and compiles, and would put minutes on a warm-up that takes seconds.
         # Between items (a heartbeat's line) the clock runs down from the last item's end, to no
@@ -111,7 +111,7 @@ class Meter:
             (first, first_at), (last, last_at) = self._first, self._last
             per_item, to_go = (last_at - first_at) / (last - first), self.total - self.done
             left = max(per_item * to_go - (self.clock() - last_at), per_item * (to_go - 1))
-            parts.append(f"~{_duration(left)} left")
+            parts.append(f"~{duration(left)} left")
         if self.tty:
             filled = self.width * min(self.done, self.total) // max(self.total, 1)
             count = f"[{'#' * filled}{'.' * (self.width - filled)}] {count}"
@@ -133,7 +133,7 @@ class Meter:
             self.stream.flush()
 
 
-def _is_tty(stream) -> bool:
+def is_tty(stream) -> bool:
     try:
         return stream.isatty()
     except (AttributeError, ValueError):

@@ -165,7 +165,7 @@ def _finite(values):
     return [v for v in values if not math.isnan(v)]
 
 
-def summarize(per_gpu: Dict[int, Sequence[Sample]]) -> Dict[str, float]:
+def telemetry_metrics(per_gpu: Dict[int, Sequence[Sample]]) -> Dict[str, float]:
     """gpu{i}/<field> (mean) and gpu{i}/<field>_max for each GPU, plus gpu/<field> over all GPUs."""
     metrics: Dict[str, float] = {}
     for i, samples in sorted(per_gpu.items()):

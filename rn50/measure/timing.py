@@ -145,7 +145,7 @@ def slowest(per_rank: Sequence[Sequence[Window]]) -> List[Window]:
     return merged
 
 
-def summarize(windows: Sequence[Window], batch_size: int, world_size: int) -> Dict[str, float]:
+def throughput_metrics(windows: Sequence[Window], batch_size: int, world_size: int) -> Dict[str, float]:
     """Throughput and step-time metrics, named with their units."""
     per_window = window_images_per_sec(windows, batch_size, world_size)
     steps_ms = [ms for w in windows for ms in w.step_ms]

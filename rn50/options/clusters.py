@@ -31,7 +31,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from rn50.config.schema import _positive, dist_name
+from rn50.config.schema import positive, dist_name
 from rn50.errors import ConfigError
 from rn50.options import components
 from rn50.wire import POOL_ENV
@@ -131,9 +131,9 @@ class Slurm(Cluster):
     starter, start_hint = "SLURM", "submit with `python -m rn50 cluster=slurm` from a host with sbatch"
 
     def check(self, cfg: DictConfig) -> None:
-        _positive(cfg, "cluster.timeout_min", "use a time limit of 1 minute or more")
+        positive(cfg, "cluster.timeout_min", "use a time limit of 1 minute or more")
         if self.keys.cpus_per_task is not None:
-            _positive(cfg, "cluster.cpus_per_task", "use 1 or more, or null for SLURM's default")
+            positive(cfg, "cluster.cpus_per_task", "use 1 or more, or null for SLURM's default")
 
     def in_task(self) -> bool:
         """A task of a job step, which srun starts: one rank, which must fail visibly, so that

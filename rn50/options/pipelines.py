@@ -18,7 +18,7 @@ from typing import ContextManager
 
 from omegaconf import DictConfig
 
-from rn50.config.schema import Accelerator, DaliDtype, DaliTrainingStream, TrainName, _positive, is_auto
+from rn50.config.schema import Accelerator, DaliDtype, DaliTrainingStream, TrainName, positive, is_auto
 from rn50.errors import ConfigError, Rn50Error
 from rn50.options import checks, components, precision
 
@@ -97,7 +97,7 @@ class FileReader(Pipeline):
         return len(checks.class_folders(self.keys.root))
 
     def check(self, cfg: DictConfig) -> None:
-        _positive(cfg, "data.num_workers", "use 1 or more workers", 1)
+        positive(cfg, "data.num_workers", "use 1 or more workers", 1)
         if not self.keys.root:
             raise ConfigError(f"data.root is not set: data={self.keys.name} needs data.root=/path/to/imagenet "
                               "(with train/<class>/*.JPEG; python -m rn50.fake_imagenet makes one)")
@@ -132,8 +132,8 @@ class Dali(FileReader):
         check's, where data=dali reads the keys."""
         dali = cfg.data.dali
         if dali.num_threads is not None:
-            _positive(cfg, "data.dali.num_threads", "use 1 or more threads, or null for data.num_workers")
-        _positive(cfg, "data.dali.prefetch_queue_depth", "use 1 or more batches")
+            positive(cfg, "data.dali.num_threads", "use 1 or more threads, or null for data.num_workers")
+        positive(cfg, "data.dali.prefetch_queue_depth", "use 1 or more batches")
         if not 0 <= dali.hw_decoder_load <= 1:
             raise ConfigError(f"data.dali.hw_decoder_load={dali.hw_decoder_load} is out of range: "
                               "use a share from 0 to 1 (0.65 is DALI's default)")
@@ -146,9 +146,9 @@ class Dali(FileReader):
                               "set data.dali.cpu_decode_share=0 with the cache, or data.dali.cache_size_mb=0")
         for key in ("device_memory_padding", "host_memory_padding", "preallocate_width_hint",
                     "preallocate_height_hint", "hybrid_huffman_threshold", "cache_size_mb"):
-            _positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
+            positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
         if dali.cpu_prefetch_queue_depth is not None:
-            _positive(cfg, "data.dali.cpu_prefetch_queue_depth", "use 1 or more batches, or null for one queue")
+            positive(cfg, "data.dali.cpu_prefetch_queue_depth", "use 1 or more batches, or null for one queue")
             for key in ("stream_policy", "concurrency"):
                 if dali[key].value != "default":
                     raise ConfigError(f"data.dali.{key}={dali[key].value} applies to DALI's dynamic executor, which "

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
-from rn50.config.schema import _positive
+from rn50.config.schema import positive
 from rn50.errors import ConfigError
 from rn50.options import components
 
@@ -85,7 +85,7 @@ class AmpStatic(Amp):
         self.loss_scale = loss_scale
 
     def check(self, cfg: DictConfig) -> None:
-        _positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
+        positive(cfg, "precision.loss_scale", "amp_static needs a fixed loss scale, e.g. 1024")
         if self.keys.loss_scale > FP16_MAX:  # every scaled fp16 gradient would overflow: no step is taken
             raise ConfigError(f"precision.loss_scale={self.keys.loss_scale:g} is out of range: above fp16's largest "
                               f"value ({FP16_MAX:g}) every step overflows and is skipped; use e.g. 1024")

@@ -20,7 +20,7 @@ from typing import Callable, List, Optional
 
 from omegaconf import DictConfig
 
-from rn50.config.schema import _positive
+from rn50.config.schema import positive
 from rn50.options import components
 from rn50.profiling import ncu
 
@@ -86,9 +86,9 @@ class PyTorch(Profiler):
     name = "pytorch"
 
     def check(self, cfg: DictConfig) -> None:
-        _positive(cfg, "profiler.wait", "use 0 or more steps", 0)
-        _positive(cfg, "profiler.warmup", "use 0 or more steps", 0)
-        _positive(cfg, "profiler.active", "use 1 or more recorded steps")
+        positive(cfg, "profiler.wait", "use 0 or more steps", 0)
+        positive(cfg, "profiler.warmup", "use 0 or more steps", 0)
+        positive(cfg, "profiler.active", "use 1 or more recorded steps")
 
     def steps(self, cfg: DictConfig) -> int:
         p = self.keys
@@ -104,7 +104,7 @@ class Ncu(Profiler):
     name, starts_ranks = "ncu", True
 
     def check(self, cfg: DictConfig) -> None:
-        _positive(cfg, "profiler.steps", "use 1 or more profiled steps")
+        positive(cfg, "profiler.steps", "use 1 or more profiled steps")
 
     def preflight(self, cfg: DictConfig) -> None:
         ncu.preflight(cfg, started_elsewhere=self.run.cluster.rank_env is not None)

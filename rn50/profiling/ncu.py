@@ -18,7 +18,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from omegaconf import DictConfig
 
 from rn50 import wire
-from rn50.config.schema import Accelerator, dist_name
+from rn50.config.schema import Accelerator, dist_name, world_size
 from rn50.errors import ConfigError, RunFailed
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def preflight(cfg: DictConfig, started_elsewhere: bool = False) -> None:
             f"cluster={cfg.cluster.name}: profiler=ncu starts its one process under ncu itself; "
             "use cluster=local (the default) on a GPU host"
         )
-    if cfg.dist.nodes * cfg.dist.gpus_per_node != 1:
+    if world_size(cfg) != 1:
         raise ConfigError(
             f"dist={dist_name(cfg)}: profiler=ncu profiles one process (its kernel replay "
             "serializes kernels and would deadlock the collectives of several); use dist=1n1g"

@@ -140,7 +140,7 @@ def kernel_table(work: Sequence[Span]) -> List[Dict]:
     return sorted(rows, key=lambda r: -r["total_ms"])
 
 
-def summarize(work: Sequence[Span], window: Tuple[float, float], steps: int) -> Dict[str, float]:
+def profile_metrics(work: Sequence[Span], window: Tuple[float, float], steps: int) -> Dict[str, float]:
     """profile/device_busy_pct, profile/window_ms, profile/<kind>_pct for every kind, and the
     communication of one step: comm_ms_per_step (the union of the collectives' kernels) and
     comm_exposed_ms_per_step, the part of it during which no other kernel ran. On a rank of
@@ -228,7 +228,7 @@ class TorchProfile(pl.Callback):
         trace, table = self.out / "trace.json.gz", self.out / "kernels.csv"
         prof.export_chrome_trace(str(trace))
         write_table(table, kernel_table(work))
-        self._metrics = summarize(work, step_window(events), self.active)
+        self._metrics = profile_metrics(work, step_window(events), self.active)
         self._files = [trace, table]
 
 

@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 
 from rn50.config.compilation import CAPTURING_MODES, compile_mode
-from rn50.config.schema import is_auto
+from rn50.config.schema import is_auto, world_size
 from rn50.console import terminal
 from rn50.errors import Rn50Error, failure_kind
 from rn50.measure.device import DeviceClock
@@ -234,8 +234,8 @@ def make_probe(cfg, device, limits: Limits, precision) -> Callable[[int], Option
     return probe
 
 
-def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None,
-                       options: Optional[Options] = None) -> Optional[SearchResult]:
+def resolve_auto_batch(cfg, device_type: str, options: Options,
+                       limits: Optional[Limits] = None) -> Optional[SearchResult]:
     """For data.batch_size=auto: search on this rank's device and set cfg.data.batch_size to the
     batch found. None (and nothing changed) for a fixed batch.
 
@@ -244,9 +244,8 @@ def resolve_auto_batch(cfg, device_type: str, limits: Optional[Limits] = None,
     """
     if not is_auto(cfg):
         return None
-    options = options or Options.of(cfg)
     device = local_device(device_type)
-    if cfg.dist.nodes * cfg.dist.gpus_per_node > 1:
+    if world_size(cfg) > 1:
         join_ranks(cfg, device, options)
     limits = limits or limits_for(device.type)
     probe = make_probe(cfg, device, limits, options.precision)
@@ -288,7 +287,7 @@ def local_device(device_type: str):
     return torch.device("cuda", torch.cuda.current_device())
 
 
-def join_ranks(cfg, device, options: Optional[Options] = None) -> None:
+def join_ranks(cfg, device, options: Options) -> None:
     """Initialize the default process group as Lightning's DDP strategy would (the same cluster
     environment, backend and timeout), so the ranks can agree before the Trainer exists.
     Lightning finds the group initialized and uses it."""
@@ -296,7 +295,7 @@ def join_ranks(cfg, device, options: Optional[Options] = None) -> None:
         return
     cuda = device.type == "cuda"
     backend, device_id = ("nccl", device) if cuda else ("gloo", None)
-    (options or Options.of(cfg)).cluster.join(backend, device_id)
+    options.cluster.join(backend, device_id)
 
 
 def agree_on_batch(batch: int) -> int:

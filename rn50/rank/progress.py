@@ -9,7 +9,7 @@ from torch._dynamo.utils import counters
 
 from rn50.console import terminal
 from rn50.measure import environment
-from rn50.measure.meter import INTERVAL_S, Meter, _duration, _is_tty, rate_text
+from rn50.measure.meter import INTERVAL_S, Meter, duration, is_tty, rate_text
 
 
 class Progress(pl.Callback):
@@ -128,7 +128,7 @@ def compiled_line(seconds: float, hits: int, misses: int) -> str:
         what = f"{hits} graph(s) loaded from the cache in {where}, {misses} compiled"
     else:
         what = f"no graph went through inductor's FX graph cache in {where}"
-    return f"first step, with the compile, in {_duration(seconds)}: {what}"
+    return f"first step, with the compile, in {duration(seconds)}: {what}"
 
 
 class EpochProgress(pl.Callback):
@@ -143,7 +143,7 @@ class EpochProgress(pl.Callback):
                  prefix: str = "rn50:", heartbeat: bool = True):
         self.epochs, self.record, self.prefix, self.heartbeat = epochs, record, prefix, heartbeat
         self.stream = stream if stream is not None else terminal()
-        self.tty = _is_tty(self.stream) if tty is None else tty
+        self.tty = is_tty(self.stream) if tty is None else tty
         self.meter: Optional[Meter] = None
         self.enabled = True
 
@@ -186,7 +186,7 @@ class EpochProgress(pl.Callback):
             return
         meter.stop()
         print(f"{self.prefix} epoch {int(row['epoch'])}/{self.epochs}: {', '.join(parts)}, "
-              f"{_duration(row['time/epoch_s'])}", file=self.stream, flush=True)
+              f"{duration(row['time/epoch_s'])}", file=self.stream, flush=True)
 
     def on_exception(self, trainer, pl_module, exception) -> None:
         """The epoch's lines stop, its heartbeat's included (a pool's rank lives on after the run)."""

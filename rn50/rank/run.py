@@ -24,7 +24,7 @@ import torch
 
 from rn50 import console
 from rn50.config.compilation import compile_mode
-from rn50.config.schema import Accelerator, TrainName
+from rn50.config.schema import Accelerator, TrainName, world_size
 from rn50.config.typed import typed
 from rn50.distributed import peers
 from rn50.errors import error_line, failure_kind
@@ -67,14 +67,14 @@ def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]
     """A throughput run's rank: warm-up, the timed windows, then the profilers."""
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
     set_math_mode(options.precision.tf32)
-    search = batch_search.resolve_auto_batch(cfg, device_type, options=options)  # data.batch_size=auto: sets the batch
+    search = batch_search.resolve_auto_batch(cfg, device_type, options)  # data.batch_size=auto: sets the batch
     pl.seed_everything(cfg.seed, verbose=False)
     model = ResNetModule(cfg.model, cfg.optim, optimizers.fused_default(cfg.optim, device_type))
     throughput = ThroughputCallback(cfg.bench, cfg.telemetry, device_type)
     first_profiled = throughput.timer.total_steps
     extras = profiling_callbacks(cfg, device_type, first_profiled, out, options)
     profiled = options.profiler.steps(cfg)  # after the measured windows
-    world = cfg.dist.nodes * cfg.dist.gpus_per_node
+    world = world_size(cfg)
     # After the throughput callback, whose window-edge sync comes first; reads the host clock only.
     progress = Progress(cfg.bench.warmup_steps, cfg.bench.steps * cfg.bench.repeats, cfg.data.batch_size, world,
                         total_after=profiled, compiling=compile_mode(cfg.model) is not None)

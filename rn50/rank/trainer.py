@@ -2,29 +2,27 @@
 cluster environment and profiling callbacks, and the SIGTERM handling rn50 changes."""
 
 from pathlib import Path
-from typing import Optional
 
 import pytorch_lightning as pl
 
+from rn50.config.schema import world_size
 from rn50.distributed import peers
 from rn50.options.components import Options
 from rn50.profiling.nvtx import NvtxRanges
 
 
-def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path, options: Optional[Options] = None) -> list:
+def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path, options: Options) -> list:
     """NVTX ranges on GPUs, and the profiler of the steps from first_step on (after the measured windows).
-    options: the run's, built once (run_rank); None builds them, for a caller that has none."""
-    options = options or Options.of(cfg)
+    options: the run's, built once (run_rank)."""
     callbacks = []
     if cfg.profiler.nvtx and device_type == "cuda":
         callbacks.append(NvtxRanges())
     return callbacks + options.profiler.callbacks(cfg, first_step, device_type, out)
 
 
-def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False, options: Optional[Options] = None) -> dict:
+def trainer_args(cfg, device_type: str, out: Path, options: Options, requeue: bool = False) -> dict:
     """The Trainer arguments of every run: devices, strategy, precision, cluster environment."""
-    options = options or Options.of(cfg)
-    world = cfg.dist.nodes * cfg.dist.gpus_per_node
+    world = world_size(cfg)
     return dict(
         accelerator="gpu" if device_type == "cuda" else "cpu",
         devices=cfg.dist.gpus_per_node,
@@ -42,11 +40,9 @@ def trainer_args(cfg, device_type: str, out: Path, requeue: bool = False, option
     )
 
 
-def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out: Path,
-                  options: Optional[Options] = None) -> pl.Trainer:
-    options = options or Options.of(cfg)
+def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out: Path, options: Options) -> pl.Trainer:
     trainer = pl.Trainer(
-        **trainer_args(cfg, device_type, out, options=options),
+        **trainer_args(cfg, device_type, out, options),
         max_steps=total_steps,
         callbacks=callbacks,
         profiler=options.profiler.lightning_profiler(out),
@@ -57,11 +53,11 @@ def build_trainer(cfg, device_type: str, callbacks: list, total_steps: int, out:
     return trainer
 
 
-def local_gpu(cfg, options: Optional[Options] = None) -> int:
+def local_gpu(cfg, options: Options) -> int:
     """This rank's GPU index as Lightning picks it: the local rank its cluster environment reads
     (LOCAL_RANK in rn50's pool and under torchrun, SLURM_LOCALID under SLURM); 0 alone. The
     cluster environment says who started the ranks (rn50/options/clusters.py)."""
-    envs = (options or Options.of(cfg)).cluster.environment(False)
+    envs = options.cluster.environment(False)
     return envs[0].local_rank() if envs else 0
 
 

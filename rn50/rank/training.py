@@ -16,7 +16,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from rn50.config.schema import Accelerator
+from rn50.config.schema import Accelerator, world_size
 from rn50.errors import Requeued
 from rn50.measure import environment
 from rn50.rank.progress import EpochProgress
@@ -191,7 +191,7 @@ def run_rank(cfg, out: Path, options) -> Optional[List[RankResult]]:
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
     set_math_mode(options.precision.tf32)
     pl.seed_everything(cfg.seed, verbose=False)
-    world = cfg.dist.nodes * cfg.dist.gpus_per_node
+    world = world_size(cfg)
     global_batch = cfg.data.batch_size * world
     fused = optimizers.fused_default(cfg.optim, device_type)
     datamodule = options.data.build(cfg, endless=True)  # as pipelines.build
@@ -202,7 +202,7 @@ def run_rank(cfg, out: Path, options) -> Optional[List[RankResult]]:
     # save_on_train_epoch_end: after validation and after EpochRecord closed the epoch.
     checkpoints = ModelCheckpoint(dirpath=out / resume.CHECKPOINT_DIR, filename=Path(resume.LAST).stem,
                                   save_top_k=1, enable_version_counter=False, save_on_train_epoch_end=True)
-    trainer = pl.Trainer(**trainer_args(cfg, device_type, out, requeue=True, options=options),
+    trainer = pl.Trainer(**trainer_args(cfg, device_type, out, options, requeue=True),
                          max_epochs=t.epochs, check_val_every_n_epoch=t.eval_every_epochs,
                          callbacks=[record, EpochProgress(t.epochs, record), checkpoints],
                          enable_checkpointing=True)

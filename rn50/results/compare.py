@@ -27,8 +27,6 @@ from rn50.results import report
 from rn50 import tracking
 
 PROG = "rn50.compare"
-# Keys that do not change images/sec: rn50/point/identity.py's NOT_IMAGES_PER_SEC, beside a point's identity.
-NOT_SETUP = NOT_IMAGES_PER_SEC
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -60,7 +58,7 @@ def setup_key(run, keys: frozenset) -> str:
     p = run.data.params
     # Runs from before a key moved into an option's schema logged the others' value (None).
     params = {k: p.get(k, str(MOVED_KEYS.get(k, "-"))) for k in keys | option_keys()}
-    return report.setup(params, NOT_SETUP) + f";accelerator={report.accelerator(run)}"
+    return report.setup(params, NOT_IMAGES_PER_SEC) + f";accelerator={report.accelerator(run)}"
 
 
 def option_keys() -> frozenset:

@@ -26,9 +26,6 @@ from rn50.point.identity import NOT_REPORT_SETUP, current_params, leaves_out, re
 from rn50 import tracking
 
 ROLE_TAG = tracking.runs.ROLE_TAG
-# Keys that may differ between a point and its 1n1g reference (rn50/point/identity.py's NOT_REPORT_SETUP);
-# the device kind keeps CPU and GPU runs apart (add_scaling).
-NOT_SETUP = NOT_REPORT_SETUP
 # The MFU peak table is the same data in every run; mfu.peak_tflops (an override) stays.
 PEAK_TABLE = "mfu.peaks."
 # Column keys stay as they are (CSV and JSON readers use them); headers name the device kind.
@@ -61,8 +58,10 @@ ACCURACY_COLUMNS = [("best_top1_pct", "best top-1 %"), ("time_to_target_s", "tim
 DEVICE_NAMES = {"cuda": ("GPU", "GPUs"), "cpu": ("process", "CPU processes")}
 
 
-def setup(params: Dict[str, str], leave_out=NOT_SETUP) -> str:
-    """The config that makes a figure, as one string: every param but those under `leave_out`, and
+def setup(params: Dict[str, str], leave_out=NOT_REPORT_SETUP) -> str:
+    """The config that makes a figure, as one string: every param but those under `leave_out` (by default the
+    keys that may differ between a point and its 1n1g reference; the device kind keeps CPU and GPU runs apart in
+    add_scaling), and
     data.dali's where the pipeline ignores them (experiment=fastest sets some). A _target_ logged
     before issue 28 moved the options' classes reads as today's, so those runs match new ones."""
     params = current_params(params)

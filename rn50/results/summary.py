@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from rn50.config.schema import TrainName, dist_name
+from rn50.config.schema import TrainName, dist_name, world_size
 from rn50.measure import comm, host, mfu, nvml, timing, trained
 from rn50.wire import RankResult
 
@@ -97,10 +97,10 @@ def figures(cfg, ranks: List[RankResult], math_mode: str) -> Dict[str, float]:
     zero = ranks[0]
     world, batch = len(ranks), zero.batch_size
     windows = timing.slowest([r.windows for r in ranks])
-    metrics = timing.summarize(windows, batch, world)
+    metrics = timing.throughput_metrics(windows, batch, world)
     per_device = metrics["throughput/images_per_sec_per_device"]
     gpu_samples = {r.rank: r.samples for r in ranks if r.samples}
-    metrics.update(nvml.summarize(gpu_samples))
+    metrics.update(nvml.telemetry_metrics(gpu_samples))
     joules = {r.rank: r.energy_j for r in ranks if r.energy_j is not None}
     metrics.update(nvml.energy_metrics(joules, batch * cfg.bench.steps * cfg.bench.repeats))
     if not gpu_samples:
@@ -162,7 +162,7 @@ def summarize_training(cfg, ranks: List[RankResult], started_at: float, now: flo
     """train=accuracy: rank 0's end-of-run metrics and per-epoch series, and target_reached."""
     zero = ranks[0]
     metrics = {**zero.metrics, "time/wall_s": now - started_at}
-    tags = {**zero.env_tags, "world_size": str(cfg.dist.nodes * cfg.dist.gpus_per_node),
+    tags = {**zero.env_tags, "world_size": str(world_size(cfg)),
             "nodes": str(cfg.dist.nodes), "dist": dist_name(cfg),
             "target_reached": str("time/to_target_s" in metrics).lower(), trained.PROOF_TAG: "1"}
     return RunRecord(metrics, tags, dict(zero.series), list(zero.files))

@@ -1,2 +1,2 @@
-"""SLURM: the sbatch resources and submitit calls (sbatch), and one run's job submitted and
-waited on from a login node (jobs)."""
+"""SLURM: the sbatch resources, submitit calls and a job's restarts (sbatch). One run's job, submitted and
+waited on from a login node, is the launcher's (rn50/launcher/slurm_jobs.py)."""

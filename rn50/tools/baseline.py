@@ -1,11 +1,13 @@
 """A bare PyTorch training loop with rn50's settings, to measure what the framework costs.
 
-No Lightning, Hydra or MLflow: the same torchvision network, channels_last,
-fused SGD, autocast and loss scaling, and the same synthetic device-resident
-batch, timed as rn50 times it (warm-up, then a window synced at its edges). On a GPU
-with an NVML energy counter it also reports images per joule over the windows.
-The step is rn50/recipe/train_step.py's, which the batch search (rn50/rank/batch_search.py) probes with too;
-the windows are rn50/measure/timing.py's WindowTimer, as a rank's.
+It shares rn50's recipe and timing on purpose, and leaves out the framework around them: no Lightning
+Trainer or DDP strategy, no launcher, pool or MLflow. The step is rn50/recipe/train_step.py's (the same
+torchvision network, channels_last, fused SGD, autocast and loss scaling; DDP as plain PyTorch wraps it
+under torchrun), which the batch search (rn50/rank/batch_search.py) probes with too, on the same synthetic
+device-resident batch; the windows are rn50/measure/timing.py's WindowTimer, as a rank's (warm-up, then
+windows synced at their edges). So its ratio to rn50 is what the framework costs. On a GPU with an NVML
+energy counter it also reports images per joule over the windows. Hydra only composes data=dali's keys
+for --data-root.
 With --data-root the batches come from rn50's DALI pipeline (data=dali) instead: the bare DALI
 loop, or with --decode-only the pipeline alone, with no training.
 
@@ -40,7 +42,7 @@ from rn50.recipe.model import configure_inductor
 from rn50.recipe.precision import set_math_mode
 from rn50.recipe.train_step import build_train_step
 
-# rn50's built-in precisions (conf/precision/), written out here: the bare loop shares no framework code.
+# rn50's built-in precisions (conf/precision/), written out so that --help composes no config.
 PRECISIONS = ["fp32", "tf32", "amp", "amp_static", "bf16"]
 COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
@@ -207,7 +209,7 @@ def profiled(step, args, device) -> dict:
     prof.export_chrome_trace(str(out / f"trace-rank{rank}.json.gz"))
     events = prof.events()
     work = torch_profile.device_work(events) if device.type == "cuda" else torch_profile.host_work(events)
-    return torch_profile.summarize(work, torch_profile.step_window(events), args.profile_steps)
+    return torch_profile.profile_metrics(work, torch_profile.step_window(events), args.profile_steps)
 
 
 def proof(edge_losses, scaler, args) -> dict:

@@ -11,9 +11,10 @@ import sys
 from omegaconf import OmegaConf
 from rn50.rank.batch_search import agree_on_batch, join_ranks
 from rn50.config.schema import Rn50Config
+from rn50.options.components import Options
 import torch, torch.distributed as dist
 cfg = OmegaConf.merge(OmegaConf.structured(Rn50Config), {"dist": {"gpus_per_node": 2, "accelerator": "cpu"}})
-join_ranks(cfg, torch.device("cpu"))
+join_ranks(cfg, torch.device("cpu"), Options.of(cfg))
 rank = dist.get_rank()
 chosen = agree_on_batch(10 + rank)  # each rank found another batch; rank 0's wins
 from lightning_fabric.utilities.distributed import _init_dist_connection

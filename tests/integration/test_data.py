@@ -11,12 +11,13 @@ import torch
 from conftest import TINY, make_tree
 from rn50.options import pipelines
 from rn50.options.checks import count_train_images
+from rn50.options.components import Options
 from rn50.data.modules import ImageFolderData
 from rn50.errors import ConfigError
 from rn50.rank.trainer import build_trainer
 from rn50.point.validate import validate
 from rn50.rank.throughput import ThroughputCallback
-from rn50.measure.timing import summarize
+from rn50.measure.timing import throughput_metrics
 
 REAL = [*TINY, "data.num_workers=1", "data.dali.num_threads=1"]
 
@@ -107,12 +108,12 @@ def test_epoch_ends_inside_the_measured_window(tmp_path, tree, compose_cfg, monk
     starts = spy(monkeypatch, torch.utils.data.DataLoader, "__iter__") if pipeline == "imagefolder" \
         else spy(monkeypatch, type(dm), "_pipeline")
     throughput = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu")
-    trainer = build_trainer(cfg, "cpu", [throughput], throughput.timer.total_steps, tmp_path)
+    trainer = build_trainer(cfg, "cpu", [throughput], throughput.timer.total_steps, tmp_path, Options.of(cfg))
     model = ChannelMeans()
     trainer.fit(model, datamodule=dm)
     (window,) = throughput.timer.windows
     assert len(window.step_ms) == 7 and [size for _, size in model.seen] == [4] * 9
-    assert summarize([window], 4, 1)["throughput/images_per_sec"] == pytest.approx(4 * 7 / window.seconds)
+    assert throughput_metrics([window], 4, 1)["throughput/images_per_sec"] == pytest.approx(4 * 7 / window.seconds)
     # Endless, Lightning never ends an epoch, so the loader is never restarted; with epochs it
     # is, once per epoch, but the DALI pipeline and its prefetched batches stay.
     epochs = [epoch for epoch, _ in model.seen]

@@ -12,6 +12,7 @@ from rn50.profiling.torch_profile import TorchProfile
 from rn50.rank.run import run_rank
 from rn50.rank.trainer import build_trainer, profiling_callbacks
 from rn50.config.schema import Accelerator
+from rn50.options.components import Options
 from rn50.point.validate import validate
 from rn50.rank.throughput import ThroughputCallback
 
@@ -19,7 +20,7 @@ from rn50.rank.throughput import ThroughputCallback
 def test_trainer_has_no_per_step_sigterm_sync(compose_cfg, tmp_path):
     cfg = validate(compose_cfg(TINY + ["dist=1n2g", "bench.repeats=3"]))
     timer = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu")
-    trainer = build_trainer(cfg, "cpu", [timer], timer.timer.total_steps, tmp_path)
+    trainer = build_trainer(cfg, "cpu", [timer], timer.timer.total_steps, tmp_path, Options.of(cfg))
     loop = trainer.fit_loop.epoch_loop
     # Lightning's method would broadcast and .item() every DDP step; the instance's own replaces it.
     assert "_broadcast_sigterm_tensor" in vars(loop) and loop._broadcast_sigterm_tensor() is None
@@ -30,7 +31,7 @@ def test_trainer_has_no_per_step_sigterm_sync(compose_cfg, tmp_path):
 def test_profiled_steps_come_after_the_measured_ones(compose_cfg, tmp_path):
     cfg = validate(compose_cfg(TINY + ["profiler=pytorch"]))
     timer = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu")
-    (profile,) = [cb for cb in profiling_callbacks(cfg, "cpu", timer.timer.total_steps, tmp_path)
+    (profile,) = [cb for cb in profiling_callbacks(cfg, "cpu", timer.timer.total_steps, tmp_path, Options.of(cfg))
                   if isinstance(cb, TorchProfile)]
     assert profile.first_step == timer.timer.total_steps
 
@@ -38,7 +39,7 @@ def test_profiled_steps_come_after_the_measured_ones(compose_cfg, tmp_path):
 def test_nvtx_ranges_only_on_gpus_and_when_asked(compose_cfg, tmp_path):
     def kinds(overrides, device_type):
         cfg = compose_cfg(TINY + overrides)
-        return [type(cb) for cb in profiling_callbacks(cfg, device_type, 3, tmp_path)]
+        return [type(cb) for cb in profiling_callbacks(cfg, device_type, 3, tmp_path, Options.of(cfg))]
 
     assert kinds([], "cuda") == [NvtxRanges] and kinds([], "cpu") == []
     assert kinds(["profiler.nvtx=false"], "cuda") == []
@@ -103,17 +104,21 @@ def test_a_rank_makes_its_own_gpu_current_as_lightning_will_pick_it(compose_cfg,
     from rn50.wire import POOL_ENV
     from rn50.rank.trainer import local_gpu
 
+    def configured(overrides=()):
+        cfg = compose_cfg(list(overrides))
+        return cfg, Options.of(cfg)
+
     for var in (POOL_ENV, "LOCAL_RANK", "SLURM_LOCALID", "TORCHELASTIC_RUN_ID"):
         monkeypatch.delenv(var, raising=False)
-    assert local_gpu(compose_cfg()) == 0  # one process of its own
+    assert local_gpu(*configured()) == 0  # one process of its own
     monkeypatch.setenv(POOL_ENV, "7")
     monkeypatch.setenv("LOCAL_RANK", "1")
-    assert local_gpu(compose_cfg(["dist=1n2g"])) == 1  # rn50's pool
+    assert local_gpu(*configured(["dist=1n2g"])) == 1  # rn50's pool
     monkeypatch.delenv(POOL_ENV)
     monkeypatch.setenv("SLURM_LOCALID", "3")
     monkeypatch.setenv("SLURM_NTASKS", "4")
     monkeypatch.setenv("SLURM_NTASKS_PER_NODE", "4")
-    assert local_gpu(compose_cfg(["cluster=slurm", "dist.gpus_per_node=4"])) == 3  # SLURM sets no LOCAL_RANK
+    assert local_gpu(*configured(["cluster=slurm", "dist.gpus_per_node=4"])) == 3  # SLURM sets no LOCAL_RANK
 
 
 def test_a_rank_compiles_into_the_lasting_cache_though_lightning_names_one_first(tmp_path):

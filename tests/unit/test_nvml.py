@@ -29,7 +29,7 @@ def test_summary_has_mean_max_per_gpu_and_mean_over_gpus():
         0: [(0.0, 90.0, 10.0, 300.0, 1980.0, 50.0), (0.2, 100.0, 10.0, 500.0, 1980.0, 60.0)],
         1: [(0.0, 80.0, 12.0, 400.0, 1900.0, math.nan)],
     }
-    m = nvml.summarize(per_gpu)
+    m = nvml.telemetry_metrics(per_gpu)
     assert m["gpu0/utilization_pct"] == pytest.approx(95.0)
     assert m["gpu0/utilization_pct_max"] == 100.0
     assert m["gpu0/power_w"] == pytest.approx(400.0)

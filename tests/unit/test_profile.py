@@ -6,7 +6,7 @@ import pytest
 from torch.autograd import DeviceType
 
 from rn50.profiling.torch_profile import (KINDS, Span, classify, device_work, host_work, kernel_table, step_window,
-                          summarize, union_us)
+                          profile_metrics, union_us)
 
 # Real names: CUDA kernels from an H100 ResNet-50 AMP step, operators from a CPU run.
 NAMES = {
@@ -52,7 +52,7 @@ def test_union_counts_overlap_once_and_clips_to_the_window():
 def test_busy_share_and_split_of_device_time():
     spans = [Span("sm90_xmma_fprop", 0, 40), Span("cudnn::batchnorm_fwtr", 30, 50),
              Span("vectorized_elementwise_kernel", 60, 70), Span("ncclDevKernel_AllReduce", 65, 95)]
-    m = summarize(spans, (0, 200), steps=1)
+    m = profile_metrics(spans, (0, 200), steps=1)
     # busy: [0, 50] + [60, 95] = 85 of 200 us; time: 40 + 20 + 10 + 30 = 100 us
     assert m["profile/device_busy_pct"] == pytest.approx(42.5)
     assert m["profile/window_ms"] == pytest.approx(0.2)
@@ -70,7 +70,7 @@ def test_busy_share_and_split_of_device_time():
 def test_exposed_communication_is_per_step_and_zero_when_hidden():
     spans = [Span("sm90_xmma_dgrad", 0, 100), Span("ncclDevKernel_AllReduce_Sum_f32", 10, 60),
              Span("sm90_xmma_dgrad", 200, 300), Span("ncclDevKernel_AllReduce_Sum_f32", 290, 340)]
-    m = summarize(spans, (0, 400), steps=2)
+    m = profile_metrics(spans, (0, 400), steps=2)
     assert m["profile/comm_ms_per_step"] == pytest.approx(0.050)
     assert m["profile/comm_exposed_ms_per_step"] == pytest.approx(0.040 / 2)
 

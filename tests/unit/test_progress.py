@@ -171,7 +171,7 @@ def fast_clock(factor: float):
     return lambda: start + (time.monotonic() - start) * factor
 
 
-DURATION = r"(?:\d+ min )?\d+ s"  # rn50/measure/meter.py's _duration under an hour
+DURATION = r"(?:\d+ min )?\d+ s"  # rn50/measure/meter.py's duration under an hour
 
 
 def seconds(duration: str) -> int:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rn50.measure.timing import Window, WindowTimer, percentile, slowest, summarize
+from rn50.measure.timing import Window, WindowTimer, percentile, slowest, throughput_metrics
 
 
 class FakeClock:
@@ -58,7 +58,7 @@ def test_device_is_synced_only_at_window_edges():
 def test_repeats_are_separate_windows():
     timer, _ = drive(1, 2, 2, [9.0, 0.1, 0.1, 0.2, 0.2])
     assert [w.seconds for w in timer.windows] == pytest.approx([0.2, 0.4])
-    m = summarize(timer.windows, batch_size=10, world_size=1)
+    m = throughput_metrics(timer.windows, batch_size=10, world_size=1)
     assert m["throughput/images_per_sec_min"] == pytest.approx(50.0)
     assert m["throughput/images_per_sec_max"] == pytest.approx(100.0)
     assert m["throughput/images_per_sec"] == pytest.approx(75.0)  # median of two
@@ -66,14 +66,14 @@ def test_repeats_are_separate_windows():
 
 def test_throughput_is_global_batch_times_steps_over_window():
     windows = [Window(seconds=2.0, step_ms=[500.0] * 4)]
-    m = summarize(windows, batch_size=256, world_size=8)
+    m = throughput_metrics(windows, batch_size=256, world_size=8)
     assert m["throughput/images_per_sec"] == pytest.approx(256 * 8 * 4 / 2.0)
     assert m["throughput/images_per_sec_per_device"] == pytest.approx(256 * 4 / 2.0)
 
 
 def test_step_time_median_and_p90():
     windows = [Window(seconds=5.5, step_ms=[float(x) for x in range(100, 1100, 100)])]
-    m = summarize(windows, batch_size=1, world_size=1)
+    m = throughput_metrics(windows, batch_size=1, world_size=1)
     assert m["step_time/median_ms"] == pytest.approx(550.0)
     assert m["step_time/p90_ms"] == pytest.approx(910.0)
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == pytest.approx(2.5)
@@ -93,7 +93,7 @@ def test_input_wait_is_counted_inside_windows_only():
     (window,) = timer.windows
     assert window.wait_s == pytest.approx(0.1)
     assert window.seconds == pytest.approx(0.5)
-    m = summarize(timer.windows, batch_size=1, world_size=1)
+    m = throughput_metrics(timer.windows, batch_size=1, world_size=1)
     assert m["data/wait_pct"] == pytest.approx(20.0)
 
 
@@ -184,7 +184,7 @@ def test_host_lead_says_whether_the_host_kept_ahead():
         timer.step_end()
     (window,) = timer.windows
     assert window.lead_ms == pytest.approx([30.0, 60.0, 90.0, 120.0, 150.0])
-    m = summarize(timer.windows, batch_size=1, world_size=1)
+    m = throughput_metrics(timer.windows, batch_size=1, world_size=1)
     assert m["host/lead_min_ms"] == pytest.approx(30.0) and m["host/bound_steps_pct"] == 0
     # A host that takes 50 ms per step: the device waits for each one, and the host's lead is nil.
     clock = QueueClock([0.05] * 6, [0.04] * 6)
@@ -192,6 +192,6 @@ def test_host_lead_says_whether_the_host_kept_ahead():
     for _ in range(timer.total_steps):
         clock.step()
         timer.step_end()
-    m = summarize(timer.windows, batch_size=1, world_size=1)
+    m = throughput_metrics(timer.windows, batch_size=1, world_size=1)
     assert m["host/bound_steps_pct"] == 100.0
-    assert summarize([Window(1.0, [10.0])], 1, 1).keys().isdisjoint({"host/lead_min_ms"})  # no lead on a CPU
+    assert throughput_metrics([Window(1.0, [10.0])], 1, 1).keys().isdisjoint({"host/lead_min_ms"})  # no lead on a CPU
