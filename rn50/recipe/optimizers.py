@@ -66,7 +66,7 @@ class LARS(torch.optim.Optimizer):
 
     Multi-tensor, as MLPerf's LARS is: one tensor at a time, a ResNet-50 step (161 tensors) took
     over a thousand CUDA kernels; this one a few dozen, in a fraction of the time
-    (benchmarks/lars_step.py; the figures in docs/benchmarks.md). Each group's update is built in one flat buffer that holds a view of each parameter's shape and strides, so that
+    (benchmarks/probes/lars_step.py; the figures in docs/benchmarks.md). Each group's update is built in one flat buffer that holds a view of each parameter's shape and strides, so that
     torch._foreach_* ops (a launch or a few per list) and single kernels over the buffer do the
     work; a foreach kernel takes its tensors in chunks, so launches grow with the chunks, not with
     each tensor. Two things need the buffer: a foreach op multiplies a list by one scalar or by tensors

@@ -2,7 +2,7 @@
 # Issues 11 and 12 on one GPU, in one call: start-up of a 1n1g run, a 6-point sweep's wall time
 # against its measured time, one point alone against the same point inside the sweep, and
 # rn50 against the bare loop at defaults, before (BEFORE=dir with the old rn50) and after.
-# Usage: benchmarks/fast_start_gpu.sh OUTDIR   (from the repository root)
+# Usage: benchmarks/scripts/fast_start_gpu.sh OUTDIR   (from the repository root)
 set -uo pipefail
 out=${1:?output directory}
 repo=$(pwd)

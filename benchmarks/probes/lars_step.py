@@ -4,7 +4,7 @@ loss scaler and under one (grad_scale and found_inf handed over as a GradScaler 
 line per optimizer and scaler: CUDA kernels a step (torch.profiler) and ms a step (CUDA events over 50
 steps, synchronized at the edges only), and whether a skipped step kept every weight.
 
-Usage: PYTHONPATH=. python3 benchmarks/lars_step.py > lars_step.jsonl
+Usage: PYTHONPATH=. python3 benchmarks/probes/lars_step.py > lars_step.jsonl
 """
 import json
 

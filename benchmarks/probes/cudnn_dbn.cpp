@@ -1,5 +1,5 @@
 // cuDNN's DgradDreluBNBwdWeight fusion, which cudnn-frontend offers in C++ only (Graph::dbn_weight), as a torch
-// extension for benchmarks/fusion_probe_backward.py --dbn (issue 30). One graph, for the backward of
+// extension for benchmarks/probes/fusion_probe_backward.py --dbn (issue 30). One graph, for the backward of
 // [BN (training) -> ReLU -> conv] given dY at the conv's output, fp16, NHWC:
 //   conv_dgrad(dY, W) -> relu_backward with the ReLU's input recomputed as X*scale+bias -> dZ (written, fp16)
 //   -> dbn_weight(dZ, X, mean, inv_std, gamma): dgamma, dbeta and the three per-channel coefficients of the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue-2 verification on one GPU: rn50 at defaults, rn50 bf16+compile, and the bare
 # PyTorch loop with the same settings, all in one session so their ratio is fair.
-# Usage: benchmarks/core_gpu.sh OUTDIR   (run from the repository root)
+# Usage: benchmarks/scripts/core_gpu.sh OUTDIR   (run from the repository root)
 set -euo pipefail
 out=${1:?output directory}
 repo=$(pwd)

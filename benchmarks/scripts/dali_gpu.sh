@@ -3,7 +3,7 @@
 # and at experiment=fastest, each data.dali lever alone at the fastest settings, the bare DALI loop
 # (with training and --decode-only), dist=1n2g when the host has 2 GPUs, and data=imagefolder at
 # 8, 16 and 28 DataLoader workers; a table of images/sec, x synthetic and data wait comes last.
-# Usage: benchmarks/dali_gpu.sh OUTDIR [PHASES]   (from the repository root, DALI installed)
+# Usage: benchmarks/scripts/dali_gpu.sh OUTDIR [PHASES]   (from the repository root, DALI installed)
 # PHASES (default all): any of defaults fastest levers bare dist imagefolder, to split the work
 # over several calls into the same OUTDIR; the table covers every result OUTDIR holds.
 # BUDGET_S (default 560) bounds the call: a run that would pass it is skipped and reported. All

@@ -15,10 +15,10 @@ B's output y and its mean/var are checked against A's (F.batch_norm with momentu
 unbiased variance) with the tolerances printed. A graph cuDNN cannot run is reported, not fatal.
 Times are GPU times: a sleep kernel holds the GPU while the host queues the whole window, so host overhead
 (cudnn-frontend's Python execute, eager launches) is reported apart as host_us, not mixed into ms.
-The backward fusions (dgrad+dReLU, wgrad with the prologue applied to its input) are benchmarks/fusion_probe_backward.py.
+The backward fusions (dgrad+dReLU, wgrad with the prologue applied to its input) are benchmarks/probes/fusion_probe_backward.py.
 
-Usage: PYTHONPATH=. python3 benchmarks/fusion_probe.py --batch 256 > probe.jsonl   (needs nvidia-cudnn-frontend)
-       PYTHONPATH=. python3 benchmarks/fusion_probe.py --dry-run    (CPU: the distinct shapes, no cudnn import)
+Usage: PYTHONPATH=. python3 benchmarks/probes/fusion_probe.py --batch 256 > probe.jsonl   (needs nvidia-cudnn-frontend)
+       PYTHONPATH=. python3 benchmarks/probes/fusion_probe.py --dry-run    (CPU: the distinct shapes, no cudnn import)
 """
 import argparse
 import json

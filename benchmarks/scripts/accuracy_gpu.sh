@@ -3,7 +3,7 @@
 # settings (rn50's defaults, data=dali on python -m rn50.fake_imagenet JPEGs), 2 short epochs.
 # The table gives each epoch's training images/sec against the throughput run, and its seconds
 # of training, evaluation and checkpoint write.
-# Usage: benchmarks/accuracy_gpu.sh OUTDIR   (from the repository root, DALI installed)
+# Usage: benchmarks/scripts/accuracy_gpu.sh OUTDIR   (from the repository root, DALI installed)
 # TRAIN_PER_CLASS (default 400) and VAL_PER_CLASS (default 50), 100 classes of each: 40,000
 # training JPEGs, an epoch of 156 steps at batch 256, and 5,000 to evaluate.
 set -uo pipefail

@@ -2,7 +2,7 @@
 # Issue-12 check: rn50 at its defaults, before and after a change, against the bare PyTorch loop,
 # alternated in one call (after, before, bare, twice), then precision=amp_static against its bare
 # loop and profiler=pytorch, which exercise the option components on a GPU.
-# Usage: benchmarks/arch_before_after_gpu.sh OUTDIR BEFORE_TREE   (from the repository root)
+# Usage: benchmarks/scripts/arch_before_after_gpu.sh OUTDIR BEFORE_TREE   (from the repository root)
 # BEFORE_TREE: a checkout of the earlier commit, e.g. `git archive 309cfef | tar -x -C /tmp/before`.
 set -uo pipefail
 out=${1:?output directory}; before=${2:?tree of the earlier commit}

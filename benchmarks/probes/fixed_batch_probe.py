@@ -1,5 +1,5 @@
 """The loss of one fixed batch over 140 steps: rn50's step against torch's own foreach SGD, by lr and
-precision, on a GPU (issue 27). Usage: PYTHONPATH=. python3 benchmarks/fixed_batch_probe.py > probe.jsonl"""
+precision, on a GPU (issue 27). Usage: PYTHONPATH=. python3 benchmarks/probes/fixed_batch_probe.py > probe.jsonl"""
 import json
 import time
 

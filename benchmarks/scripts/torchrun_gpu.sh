@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Two torchrun "nodes" of 2 GPUs each on one 4-GPU host against dist=1n4g on the same host.
-# Usage: benchmarks/torchrun_gpu.sh OUTDIR [ROUNDS] [OVERRIDES...]   (run from the repository root)
+# Usage: benchmarks/scripts/torchrun_gpu.sh OUTDIR [ROUNDS] [OVERRIDES...]   (run from the repository root)
 # Each round runs 1n4g (cluster=local) then 2 x 2 (cluster=torchrun), alternating to spread drift.
 set -uo pipefail
 out=${1:?output directory}; rounds=${2:-2}; shift $(( $# >= 2 ? 2 : 1 ))

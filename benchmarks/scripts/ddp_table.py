@@ -1,7 +1,7 @@
-"""The table of benchmarks/ddp_gpu.sh: every case's images/sec, its proof that it trained, its
+"""The table of benchmarks/scripts/ddp_gpu.sh: every case's images/sec, its proof that it trained, its
 communication, and rn50 / bare where the same transport, GPU count and settings have both.
 
-    python benchmarks/ddp_table.py OUTDIR
+    python benchmarks/scripts/ddp_table.py OUTDIR
 """
 
 import json

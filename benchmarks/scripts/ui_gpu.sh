@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue-16 verification on one GPU: a small sweep with repeats, kept as an MLflow store
 # for a screenshot of the UI's benchmark view, and two sweeps' worth of runs for rn50.compare.
-# Usage: benchmarks/ui_gpu.sh OUTDIR   (run from the repository root); then, on a host with
-# chromium: benchmarks/ui_screenshot.sh OUTDIR/mlflow.db docs/mlflow_ui.png
+# Usage: benchmarks/scripts/ui_gpu.sh OUTDIR   (run from the repository root); then, on a host with
+# chromium: benchmarks/scripts/ui_screenshot.sh OUTDIR/mlflow.db docs/mlflow_ui.png
 set -euo pipefail
 out=$(realpath -m "${1:?output directory}") && mkdir -p "$out"
 repo=$(pwd)

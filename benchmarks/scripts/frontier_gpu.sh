@@ -3,7 +3,7 @@
 # experiment=fastest, experiment=mlperf and data.batch_size=auto, and the bare PyTorch loop at the
 # defaults and at the fastest settings (right after rn50's fastest run, so its compile finds inductor's cache warm),
 # then a table of images/sec, rn50 / bare, images per joule and MFU.
-# Usage: benchmarks/frontier_gpu.sh OUTDIR   (from the repository root, as core_gpu.sh)
+# Usage: benchmarks/scripts/frontier_gpu.sh OUTDIR   (from the repository root, as core_gpu.sh)
 # OUTDIR gets 4 files: env.txt, table.md, results.json, runs.tar.gz (every run's directory and log).
 # BUDGET_S (default 560) bounds the whole call: a run that would pass it is cut short and reported.
 set -uo pipefail

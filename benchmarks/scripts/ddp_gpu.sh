@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rn50's DDP step against the bare DDP loop (torchrun -m rn50.baseline), the same step, in one call.
-# Usage: benchmarks/ddp_gpu.sh OUTDIR CASE...   (from the repository root, rn50's deps installed)
+# Usage: benchmarks/scripts/ddp_gpu.sh OUTDIR CASE...   (from the repository root, rn50's deps installed)
 # A CASE is TRANSPORT:GPUS:WHAT[:OVERRIDES], e.g. sock:2:bare, sock:2:rn50, nvl:4:rn50:precision=bf16
 #   TRANSPORT nvl: NCCL as it chooses (NVLink, P2P); sock: NCCL on its socket transport over loopback
 #             (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo), what a network between hosts costs
@@ -105,4 +105,4 @@ for case in "$@"; do
   esac
   echo "$name: done in $((SECONDS - t0)) s"
 done
-python3 "$repo/benchmarks/ddp_table.py" "$out" | tee "$out/table.md"
+python3 "$repo/benchmarks/scripts/ddp_table.py" "$out" | tee "$out/table.md"

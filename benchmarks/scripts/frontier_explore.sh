@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue-13 exploration on one GPU: the bare PyTorch loop (rn50.baseline) under the knobs that
 # might move ResNet-50 past 8,000 images/sec, each in a fresh process, one JSON line per setting.
-# Usage: benchmarks/frontier_explore.sh OUTDIR [SECONDS_PER_SETTING]   (from the repository root)
+# Usage: benchmarks/scripts/frontier_explore.sh OUTDIR [SECONDS_PER_SETTING]   (from the repository root)
 set -uo pipefail
 out=${1:?output directory}; limit=${2:-150}
 export PYTHONPATH=$(pwd)${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1

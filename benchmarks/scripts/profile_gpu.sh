@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Profilers on one GPU: NVTX on and off (its cost), profiler=pytorch and profiler=ncu under amp and fp32.
-# Usage: benchmarks/profile_gpu.sh OUTDIR [PART...]   (run from the repository root; ncu needs the
+# Usage: benchmarks/scripts/profile_gpu.sh OUTDIR [PART...]   (run from the repository root; ncu needs the
 # GPU's hardware counters). PARTs: pytorch, ncu, nvtx (default: all three; one call may not fit them).
 set -uo pipefail
 out=${1:?output directory}; shift

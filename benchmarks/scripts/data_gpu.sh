@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue-4 verification on one GPU: about 10,000 fake ImageNet JPEGs, then data=synthetic,
 # data=dali and data=imagefolder with the same model, precision and batch, in one call.
-# Usage: benchmarks/data_gpu.sh OUTDIR   (run from the repository root, DALI installed)
+# Usage: benchmarks/scripts/data_gpu.sh OUTDIR   (run from the repository root, DALI installed)
 set -uo pipefail
 out=${1:?output directory}
 repo=$(pwd)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A multirun on a multi-GPU host; the sweep's report files and a log land in OUTDIR.
-# Usage: benchmarks/sweep_gpu.sh OUTDIR SWEEP-OVERRIDES...   (run from the repository root)
-# e.g.   benchmarks/sweep_gpu.sh $OUT dist=1n1g,1n2g,1n4g data.batch_size=128,256,4096 bench.repeats=5
+# Usage: benchmarks/scripts/sweep_gpu.sh OUTDIR SWEEP-OVERRIDES...   (run from the repository root)
+# e.g.   benchmarks/scripts/sweep_gpu.sh $OUT dist=1n1g,1n2g,1n4g data.batch_size=128,256,4096 bench.repeats=5
 set -uo pipefail
 out=${1:?output directory}; shift
 repo=$(pwd)

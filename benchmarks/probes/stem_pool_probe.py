@@ -11,9 +11,9 @@ The backward is then autograd's maximum backward, recomputed pointwise, with no 
 positive values in a window tie, torch.maximum splits the gradient between them where MaxPool2d gives it all
 to the first; a tie at zero sends nothing through the stem's ReLU either way.
 
-  python benchmarks/stem_pool_probe.py check                 # CPU or GPU: each variant against MaxPool2d
-  python benchmarks/stem_pool_probe.py micro [--batch-size N] # GPU: the pool alone, forward and backward
-  python benchmarks/stem_pool_probe.py step VARIANT [rn50.baseline's arguments]
+  python benchmarks/probes/stem_pool_probe.py check                 # CPU or GPU: each variant against MaxPool2d
+  python benchmarks/probes/stem_pool_probe.py micro [--batch-size N] # GPU: the pool alone, forward and backward
+  python benchmarks/probes/stem_pool_probe.py step VARIANT [rn50.baseline's arguments]
                                                              # the bare loop with the variant as the stem pool
 Each prints JSON lines.
 """

@@ -2,7 +2,7 @@
 # Issue-27 verification on one GPU: every figure again, from runs that prove they trained, beside
 # the code before the fix (OLD, a source tree of commit 467df4c whose amp runs never took a step)
 # and the bare loop, in one call each, so every ratio is between runs on the same card.
-# Usage: benchmarks/trains_gpu.sh OUTDIR PHASES   (from the repository root, rn50's deps installed)
+# Usage: benchmarks/scripts/trains_gpu.sh OUTDIR PHASES   (from the repository root, rn50's deps installed)
 # PHASES: any of tests core fair precisions presets fastest dali. OLD (default .carry/old) is the old
 # tree; DATA (default /tmp/imagenet) the fake ImageNet the dali phase makes if it is missing.
 # BUDGET_S (default 560) bounds the call: a run that would pass it is skipped and reported.

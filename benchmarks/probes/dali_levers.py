@@ -19,7 +19,7 @@ Every setting trains on one stream: one of its own at --train-stream-priority, o
 stream without it; data.dali.training_stream, which rn50's ranks and rn50.baseline follow, does not
 apply here.
 
-    python benchmarks/dali_levers.py --data-root /tmp/imagenet --batch-size 512 --compile \
+    python benchmarks/probes/dali_levers.py --data-root /tmp/imagenet --batch-size 512 --compile \
         --compile-mode reduce-overhead --trace /tmp/out "" hw_decoder_load=0.99 stream_policy=single
 """
 

@@ -13,8 +13,8 @@ For each distinct convolution of torchvision's ResNet-50 (v1.5), fp16, NHWC, on 
 Each row checks triton's output and triton_stats' sums against cudnn's (relative to the largest value).
 Times are GPU times (fusion_probe.gpu_ms: the window is queued behind a sleep kernel).
 
-Usage: python3 benchmarks/triton_conv_probe.py --batch 256 > probe.jsonl
-       python3 benchmarks/triton_conv_probe.py --dry-run    (CPU: the distinct shapes)
+Usage: python3 benchmarks/probes/triton_conv_probe.py --batch 256 > probe.jsonl
+       python3 benchmarks/probes/triton_conv_probe.py --dry-run    (CPU: the distinct shapes)
 """
 import json
 import re

@@ -1,4 +1,4 @@
-"""benchmarks/fusion_probe.py's pure logic (issue 30): the convolutions it reads off torchvision's ResNet-50 and
+"""benchmarks/probes/fusion_probe.py's pure logic (issue 30): the convolutions it reads off torchvision's ResNet-50 and
 the finalize that turns genstats' sums into batch-norm statistics. The GPU part runs on a GPU only."""
 import json
 
@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from torchvision.models import resnet50
 
-from conftest import benchmark_scripts
+from probe_modules import load_probes
 
-probe, backward, triton_probe = benchmark_scripts("fusion_probe", "fusion_probe_backward", "triton_conv_probe")
+probe, backward, triton_probe = load_probes("fusion_probe", "fusion_probe_backward", "triton_conv_probe")
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,13 @@
-"""benchmarks/stem_pool_probe.py's pools (issue 30): behind a ReLU they are MaxPool2d(3, 2, 1), forward and
+"""benchmarks/probes/stem_pool_probe.py's pools (issue 30): behind a ReLU they are MaxPool2d(3, 2, 1), forward and
 backward, which the probe's GPU timings take for granted; its own check says so on the CPU. The timings run on a
 GPU only."""
 import pytest
 import torch
 from torch import nn
 
-from conftest import benchmark_scripts
+from probe_modules import load_probes
 
-(probe,) = benchmark_scripts("stem_pool_probe")
+(probe,) = load_probes("stem_pool_probe")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """How much of ResNet-50's backward batch-norm traffic cuDNN's Python graph API can remove, per convolution (issue 30).
 
-The backward half of benchmarks/fusion_probe.py. It covers the 32 convolutions whose input is a batch norm's
+The backward half of benchmarks/probes/fusion_probe.py. It covers the 32 convolutions whose input is a batch norm's
 ReLU output (conv2 and conv3 of each bottleneck: `prologue` in fusion_probe.conv_layers): for each, the backward
 of [BN (training) -> ReLU -> conv] given the gradient dY at the conv's output, fp16, NHWC, on one CUDA GPU.
   A, what autograd runs in an eager rn50 step: conv dgrad and wgrad, ReLU backward, BN backward (its two
@@ -12,7 +12,7 @@ of [BN (training) -> ReLU -> conv] given the gradient dY at the conv's output, f
     3. one graph: x*scale+bias -> ReLU as the prologue of conv_wgrad -> dW.
 The DgradDreluBNBwdWeight pattern that would also fold the BN's sums into step 1 (MLPerf's) is in cuDNN's C++
 graph API (dbn_weight) but not in its Python one, so B keeps them in torch.
-  C (--dbn), that pattern through benchmarks/cudnn_dbn.cpp, built here as a torch extension:
+  C (--dbn), that pattern through benchmarks/probes/cudnn_dbn.cpp, built here as a torch extension:
     1. one graph: conv_dgrad -> relu_backward (the ReLU's input recomputed with fp32 scale and bias) -> dz, and
        dbn_weight over dz and x: dgamma, dbeta and the coefficients of dx;
     2. dx = eq_scale_dy * dz + eq_scale_x * x + eq_bias, one pointwise kernel (torch.compile);
@@ -21,9 +21,9 @@ The other 21 convolutions (the stem, conv1 and the downsamples: their input is a
 max-pool) and the BNs before a residual add are the same work on both sides and left out. B's dx, dgamma, dbeta
 and dW are checked against A's, and so are C's dx, dgamma and dbeta.
 
-Usage: PYTHONPATH=. python3 benchmarks/fusion_probe_backward.py --batch 256 > probe_bwd.jsonl  (needs nvidia-cudnn-frontend)
-       PYTHONPATH=. python3 benchmarks/fusion_probe_backward.py --batch 256 --dbn   (and a C++ compiler)
-       PYTHONPATH=. python3 benchmarks/fusion_probe_backward.py --dry-run   (CPU: the layers it covers)
+Usage: PYTHONPATH=. python3 benchmarks/probes/fusion_probe_backward.py --batch 256 > probe_bwd.jsonl  (needs nvidia-cudnn-frontend)
+       PYTHONPATH=. python3 benchmarks/probes/fusion_probe_backward.py --batch 256 --dbn   (and a C++ compiler)
+       PYTHONPATH=. python3 benchmarks/probes/fusion_probe_backward.py --dry-run   (CPU: the layers it covers)
 """
 import json
 import sys
@@ -60,7 +60,7 @@ def bn_backward(dz, x, gamma, mean, invstd):
 
 
 def dbn_extension(cudnn):
-    """benchmarks/cudnn_dbn.cpp built as a torch extension (C++ only, no nvcc), against the headers of the installed
+    """benchmarks/probes/cudnn_dbn.cpp built as a torch extension (C++ only, no nvcc), against the headers of the installed
     cudnn-frontend package and the cuDNN and CUDA runtime wheels that torch runs on; cached by torch after the first
     build (about a minute)."""
     from torch.utils.cpp_extension import CUDA_HOME, load
@@ -210,7 +210,7 @@ def apply_dx(dz, x, eq_dy, eq_x, eq_bias):
 
 
 def probe_dbn(row: dict, layer, args, t: dict) -> None:
-    """C: the DgradDreluBNBwdWeight graph (benchmarks/cudnn_dbn.cpp), the dx pass, and B's wgrad graph."""
+    """C: the DgradDreluBNBwdWeight graph (benchmarks/probes/cudnn_dbn.cpp), the dx pass, and B's wgrad graph."""
     c = layer["c"]
     dims = [layer[key] for key in ("n", "c", "h", "w", "k", "r", "s", "p", "q", "stride", "pad")]
     # Which parts of the pattern an engine takes here (cudnn_dbn.cpp's support): "ok" or cuDNN's reason.
@@ -254,7 +254,7 @@ DBN_VARIANTS = ("dgrad_drelu_recompute_dbn", "dgrad_drelu_dbn", "dgrad_dbn", "db
 
 def main(argv=None) -> int:
     ap = probe_parser(__doc__.split("\n")[0])
-    ap.add_argument("--dbn", action="store_true", help="also C: dbn_weight through benchmarks/cudnn_dbn.cpp")
+    ap.add_argument("--dbn", action="store_true", help="also C: dbn_weight through benchmarks/probes/cudnn_dbn.cpp")
     args = ap.parse_args(argv)
     layers = layers_of(args, keep=lambda layer: layer["prologue"])
     if args.dry_run:

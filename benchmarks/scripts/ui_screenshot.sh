@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A screenshot of the documented MLflow UI link (README, "Seeing the results") for a store,
 # through a real `mlflow ui` and headless Chromium.
-# Usage: benchmarks/ui_screenshot.sh path/to/mlflow.db OUT.png   (run from the repository root)
+# Usage: benchmarks/scripts/ui_screenshot.sh path/to/mlflow.db OUT.png   (run from the repository root)
 set -euo pipefail
 uri="sqlite:///$(realpath "${1:?mlflow.db}")"
 png=$(realpath -m "${2:?output png}")
