@@ -1,7 +1,7 @@
 """Probe: ResNet's stem max pool (3x3, stride 2, padding 1) as inductor compiles it, against the same pool
 written as maxima of strided slices, which inductor turns into pointwise kernels.
 
-The profile of `experiment=fastest` on an H100 (docs/data/2026-11-26-h100-frontier/fastest_profile/kernels.csv)
+The profile of `experiment=fastest` on an H100 (benchmarks/results/2026-11-26-h100-frontier/fastest_profile/kernels.csv)
 puts the stem pool's backward, fused with the add of the two gradients that reach its output, at 2.9 ms and its
 forward at 0.7 ms of a 79 ms step: inductor stores the argmax offsets in the forward, and in the backward each
 input element gathers the gradient of the windows whose offset points at it. The pool's input is the stem's ReLU output, so it is never negative:
