@@ -150,7 +150,7 @@ class LARS(torch.optim.Optimizer):
         or by tensors of the same shapes (by 0-d ones, a launch per tensor), so the ratios are
         gathered into one buffer of the update's size through a map from each element to its tensor,
         and one multiplication does. The map is kept: repeat_interleave, which would rebuild it each
-        step, cost experiment=mlperf measurably more throughput (docs/benchmarks.md)."""
+        step, cost experiment=mlperf measurably more throughput (benchmarks/notes/2026-11-26-fused-frontier.md)."""
         sizes = tuple(u.numel() for u in update)
         # One map per group, device and dtype, made again only when the tensors with gradients
         # change; made lazily, as a copied or unpickled optimizer keeps only its state and groups.
