@@ -11,7 +11,7 @@ def lasting_imports():
     thousands of objects). While they load, every full garbage collection would walk all of them again, so
     nothing is collected then; afterwards gc.freeze() leaves them out of every later collection, which
     would otherwise walk them too. Objects made after it (a run's model, trainer and data) are collected as
-    usual. What it saves: docs/benchmarks.md, "A rank's imports frozen out of the garbage collector".
+    usual. What it saves: benchmarks/notes/2026-11-25-package-layout.md, "A rank's imports frozen out of the garbage collector".
 
     Use it once per process, before any run's objects exist: gc.freeze() takes every object alive at that
     moment, garbage not yet collected included, and none of it is collected again."""

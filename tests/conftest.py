@@ -11,7 +11,6 @@ import copy
 import fcntl
 import functools
 import gc
-import importlib
 import os
 import shutil
 import subprocess
@@ -48,21 +47,6 @@ TINY = [
     "bench.steps=2",
     "bench.comm_iters=2",
 ]
-
-
-def benchmark_scripts(*names):
-    """benchmarks/NAME.py for each name, as modules: loaded together the way `python benchmarks/NAME.py`
-    finds its siblings (`from fusion_probe import ...`), then taken out of sys.modules again, so that no
-    other test finds a module of those names."""
-    folder = str(ROOT / "benchmarks")
-    sys.path.insert(0, folder)
-    try:
-        return tuple(importlib.import_module(name) for name in names)
-    finally:
-        sys.path.remove(folder)
-        for name, module in list(sys.modules.items()):
-            if os.path.dirname(getattr(module, "__file__", None) or "") == folder:
-                del sys.modules[name]
 
 
 @functools.lru_cache(maxsize=None)

@@ -4,7 +4,7 @@ rn50 captures CUDA graphs through torch.compile (mode=reduce-overhead: inductor'
 trees record the compiled forward and backward and replay them), not with a hand-made
 torch.cuda.CUDAGraph of the whole step: Lightning's loop runs hooks, the loss scaler and the
 optimizer on the host between forward and backward, which a whole-step graph cannot hold, and
-in the bare loop the whole-step graph added nothing over compiling (docs/benchmarks.md).
+in the bare loop the whole-step graph added nothing over compiling (benchmarks/notes/2026-11-23-frontier.md).
 """
 
 from typing import Optional

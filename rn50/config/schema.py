@@ -136,7 +136,7 @@ class AmpStaticConfig(PrecisionConfig):
 class DaliConfig:
     """data=dali's pipeline levers (issue 14); data=synthetic and data=imagefolder ignore them.
     The defaults here are DALI 2.4's own, which rn50 ran before these keys existed, and
-    training_stream's, measured (docs/benchmarks.md). data=dali's YAML sets the measured choice of
+    training_stream's, measured (benchmarks/notes/2026-11-24-dali-levers.md). data=dali's YAML sets the measured choice of
     num_threads, hw_decoder_load and cpu_decode_share for rn50's defaults; experiment=fastest sets
     its own."""
 
@@ -189,7 +189,7 @@ class DaliConfig:
     """GPU runs: own trains on a CUDA stream of the rank's own; default on torch's default stream,
     CUDA's legacy stream with its implicit synchronization (as before this key; other pipelines
     train there). At rn50's defaults with DALI the own stream ran closer to synthetic
-    (docs/benchmarks.md, issue 14)."""
+    (benchmarks/notes/2026-11-24-dali-levers.md, issue 14)."""
     cpu_prefetch_queue_depth: Optional[int] = None
     """Set: DALI's separated-queue executor (exec_dynamic=False), which buffers this many batches of
     the CPU stage (file reads) apart from prefetch_queue_depth batches of the GPU stages. null:
@@ -269,7 +269,7 @@ class NcuConfig(ProfilerConfig):
     steps: int = 1
     """Steps after the measured windows whose kernels Nsight Compute profiles. One ResNet-50
     step is hundreds of kernels, each replayed per metric pass, so each step takes minutes
-    (docs/benchmarks.md, issue 6)."""
+    (benchmarks/notes/2026-11-22-profilers-h100.md, issue 6)."""
     executable: str = "ncu"
     """The Nsight Compute command line, a path or a name on PATH."""
     metrics: Dict[str, str] = field(default_factory=dict)

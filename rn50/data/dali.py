@@ -106,7 +106,7 @@ class DaliData(pl.LightningDataModule):
             if o.cpu_decode_share > 0:
                 # A DALI conditional: each image goes one way, and the batch is merged on the GPU.
                 # The CPU share costs the GPU no per-image decoding work, which under training
-                # waits behind the model's kernels (docs/benchmarks.md, issue 14).
+                # waits behind the model's kernels (benchmarks/notes/2026-11-24-dali-levers.md, issue 14).
                 if fn.random.coin_flip(probability=o.cpu_decode_share, dtype=types.BOOL):
                     images = decode(jpegs, "cpu")
                     images = images.gpu() if gpu else images

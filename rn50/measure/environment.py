@@ -17,7 +17,7 @@ def set_cuda_connections() -> None:
 
     CUDA's default is 8, shared round-robin by every stream of the process. DALI decodes on some
     25 streams, and those that share training's queue wait behind its kernels, image by image: with 32,
-    data=dali ran much closer to synthetic, and synthetic runs stayed the same (docs/benchmarks.md,
+    data=dali ran much closer to synthetic, and synthetic runs stayed the same (benchmarks/notes/2026-11-24-dali-levers.md,
     issue 14's third session). Read when CUDA makes its context, so before any CUDA call."""
     os.environ.setdefault(CONNECTIONS_ENV, "32")
 

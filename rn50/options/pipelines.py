@@ -181,7 +181,7 @@ class Dali(FileReader):
     def training_stream(self, cfg: DictConfig) -> ContextManager:
         """data.dali.training_stream=own on a GPU: a stream of the rank's own on the current device,
         apart from torch's default stream, CUDA's legacy one, beside which DALI's pipeline ran
-        slower (docs/benchmarks.md, issue 14)."""
+        slower (benchmarks/notes/2026-11-24-dali-levers.md, issue 14)."""
         if self.keys.dali.training_stream != DaliTrainingStream.own or cfg.dist.accelerator != Accelerator.gpu:
             return super().training_stream(cfg)
         return dali().own_stream()

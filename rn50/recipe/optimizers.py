@@ -66,7 +66,7 @@ class LARS(torch.optim.Optimizer):
 
     Multi-tensor, as MLPerf's LARS is: one tensor at a time, a ResNet-50 step (161 tensors) took
     over a thousand CUDA kernels; this one a few dozen, in a fraction of the time
-    (benchmarks/lars_step.py; the figures in docs/benchmarks.md). Each group's update is built in one flat buffer that holds a view of each parameter's shape and strides, so that
+    (benchmarks/probes/lars_step.py; the figures in docs/benchmarks.md). Each group's update is built in one flat buffer that holds a view of each parameter's shape and strides, so that
     torch._foreach_* ops (a launch or a few per list) and single kernels over the buffer do the
     work; a foreach kernel takes its tensors in chunks, so launches grow with the chunks, not with
     each tensor. Two things need the buffer: a foreach op multiplies a list by one scalar or by tensors
@@ -150,7 +150,7 @@ class LARS(torch.optim.Optimizer):
         or by tensors of the same shapes (by 0-d ones, a launch per tensor), so the ratios are
         gathered into one buffer of the update's size through a map from each element to its tensor,
         and one multiplication does. The map is kept: repeat_interleave, which would rebuild it each
-        step, cost experiment=mlperf measurably more throughput (docs/benchmarks.md)."""
+        step, cost experiment=mlperf measurably more throughput (benchmarks/notes/2026-11-26-fused-frontier.md)."""
         sizes = tuple(u.numel() for u in update)
         # One map per group, device and dtype, made again only when the tensors with gradients
         # change; made lazily, as a copied or unpickled optimizer keeps only its state and groups.

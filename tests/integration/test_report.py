@@ -111,7 +111,7 @@ def test_profiled_runs_are_no_speedup_reference():
 
 
 def test_ncu_runs_have_no_throughput_in_reports(compose_cfg, tmp_path):
-    # ncu intercepts every kernel launch of the measured window too (docs/benchmarks.md).
+    # ncu intercepts every kernel launch of the measured window too (benchmarks/notes/2026-11-22-profilers-h100.md).
     uri = empty_store_in(tmp_path)  # a copy: making a store's schema takes seconds
     for profiler in ("none", "ncu", "pytorch"):
         cfg = compose_cfg([f"profiler={profiler}", f"mlflow.tracking_uri={uri}"])

@@ -230,7 +230,7 @@ def test_140_steps_learn_one_batch_on_a_gpu(precision):
     """rn50's step (the bare loop's, which rn50's runs take too) on one fixed batch, as
     data=synthetic trains: ResNet-50, channels_last, batch 256, fused SGD on the GPU. At lr 0.05:
     at rn50's 0.1 the loss first climbs to ~9 and its fall by step 140 varies from run to run
-    (0.6 to 2; docs/benchmarks.md, issue 27), at 0.05 it falls under 0.01 by step 80."""
+    (0.6 to 2; benchmarks/notes/2026-11-25-every-figure-trains.md, issue 27), at 0.05 it falls under 0.01 by step 80."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     from rn50.recipe.train_step import build_train_step
