@@ -27,6 +27,7 @@ from rn50.measure import meter
 from rn50.options import clusters, profilers
 from rn50.point import identity
 from rn50.results import report
+from rn50.results.rows import collect, scaling_metrics, tally
 from rn50.tracking import owners
 from rn50 import tracking
 from rn50.launcher import lifecycle
@@ -116,16 +117,16 @@ class SweepCallback(Callback):
             return
         uri, sweep_dir = config.mlflow.tracking_uri, Path(config.hydra.sweep.dir)
         try:
-            rows = report.collect(uri, parent_run_id=parent)
+            rows = collect(uri, parent_run_id=parent)
             footer = report.time_line(rows, time.time() - STARTED, int(STARTED * 1000))  # this command's
             files = report.write(rows, sweep_dir, footer)
-            for run_id, metrics in report.scaling_metrics(rows).items():  # the benchmark view's columns
+            for run_id, metrics in scaling_metrics(rows).items():  # the benchmark view's columns
                 tracking.runs.log_results(uri, run_id, metrics)
             tracking.runs.log_results(uri, parent, {}, artifacts=map(str, files))
             tracking.ui.set_description(uri, parent, report.description(rows))
             failed = [r for r in rows if r["status"] != "FINISHED"]
             # FAILED where a point did not finish; the tag says how many did what
-            tracking.runs.end_run(uri, parent, ok=not failed, tags={"sweep.points": report.tally(rows)})
+            tracking.runs.end_run(uri, parent, ok=not failed, tags={"sweep.points": tally(rows)})
         except Exception as exc:  # a store that failed: the points' results are kept in their output directories
             tracking.runs.close_failed(uri, parent)
             with reported():

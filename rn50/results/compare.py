@@ -24,6 +24,7 @@ from rn50.config.schema import nodes_gpus
 from rn50.errors import Rn50Error
 from rn50.point.identity import MOVED_KEYS, NOT_IMAGES_PER_SEC
 from rn50.results import report
+from rn50.results.rows import ROLE_TAG, accelerator, has_throughput, rounded, setup
 from rn50 import tracking
 
 PROG = "rn50.compare"
@@ -47,9 +48,9 @@ class Point:
     '-' for one device, or runs from before rn50 timed it."""
 
     def cell(self) -> str:
-        spread = f" ({report.rounded(self.low)}–{report.rounded(self.high)})" if self.high > self.low else ""
+        spread = f" ({rounded(self.low)}–{rounded(self.high)})" if self.high > self.low else ""
         runs = f", {self.runs} runs" if self.runs > 1 else ""
-        return f"{report.rounded(self.images_per_sec)}{spread}{runs}"
+        return f"{rounded(self.images_per_sec)}{spread}{runs}"
 
 
 def setup_key(run, keys: frozenset) -> str:
@@ -58,7 +59,7 @@ def setup_key(run, keys: frozenset) -> str:
     p = run.data.params
     # Runs from before a key moved into an option's schema logged the others' value (None).
     params = {k: p.get(k, str(MOVED_KEYS.get(k, "-"))) for k in keys | option_keys()}
-    return report.setup(params, NOT_IMAGES_PER_SEC) + f";accelerator={report.accelerator(run)}"
+    return setup(params, NOT_IMAGES_PER_SEC) + f";accelerator={accelerator(run)}"
 
 
 def option_keys() -> frozenset:
@@ -81,7 +82,7 @@ def label(run) -> str:
     p, t = run.data.params, run.data.tags
     model = p.get("model.arch", "?") + (" compiled" if p.get("model.compile") == "True" else "")
     dist = t.get("dist") or nodes_gpus(p.get("dist.nodes", 1), p.get("dist.gpus_per_node", 1))
-    device = " cpu" if report.accelerator(run) == "cpu" else ""
+    device = " cpu" if accelerator(run) == "cpu" else ""
     return f"{model} {p.get('precision.name', '?')} bs{p.get('data.batch_size', '?')} {dist}{device}"
 
 
@@ -92,7 +93,7 @@ def find_runs(client, uri: str, spec: str, experiment: str, side: str) -> list:
             run = client.get_run(spec)
         except tracking.client.MlflowException:
             raise Rn50Error(f"{side} {spec}: no run with this id in {uri}") from None
-        if run.data.tags.get(report.ROLE_TAG) != "sweep":
+        if run.data.tags.get(ROLE_TAG) != "sweep":
             return [run]
         children = tracking.runs.search_runs(client, [run.info.experiment_id], f"tags.`{tracking.runs.PARENT_TAG}` = '{spec}'")
         if not children:
@@ -106,7 +107,7 @@ def find_runs(client, uri: str, spec: str, experiment: str, side: str) -> list:
     except tracking.client.MlflowException as exc:
         raise Rn50Error(f"{side} {spec!r}: {str(exc).splitlines()[0]}; give a run id or an MLflow filter "
                         "such as \"tags.gpu_model = 'NVIDIA H200'\"") from None
-    runs = [r for r in runs if r.data.tags.get(report.ROLE_TAG) != "sweep"]
+    runs = [r for r in runs if r.data.tags.get(ROLE_TAG) != "sweep"]
     if not runs:
         raise Rn50Error(f"{side} {spec!r} matches no run in experiment {experiment} of {uri}")
     return runs
@@ -117,7 +118,7 @@ def points(runs: list, side: str, spec: str, keys: frozenset) -> Dict[str, Point
     by_setup = defaultdict(list)
     for run in runs:
         ips = run.data.metrics.get("throughput/images_per_sec")
-        if run.info.status == "FINISHED" and ips and report.has_throughput(run):
+        if run.info.status == "FINISHED" and ips and has_throughput(run):
             by_setup[setup_key(run, keys)].append(run)
     if not by_setup:
         raise Rn50Error(f"{side} {spec}: none of its {len(runs)} run(s) finished with an images/sec figure")
@@ -138,7 +139,7 @@ def comm_cell(runs: list) -> str:
         return "-"
     ms = statistics.median(m["comm/allreduce_ms"] for m in timed)
     busbw = statistics.median(m.get("comm/busbw_GBps", 0.0) for m in timed)
-    return f"{report.rounded(ms)} ms, {report.rounded(busbw)} GB/s"
+    return f"{rounded(ms)} ms, {rounded(busbw)} GB/s"
 
 
 def proof_cell(runs: list) -> str:

@@ -15,6 +15,7 @@ from conftest import ROOT, _empty_store, rn50, runs_in
 from digits import DIGITS_RUN, EPOCHS, write_digits
 from rn50.recipe import accuracy
 from rn50.results import report
+from rn50.results.rows import collect
 from rn50 import tracking
 
 
@@ -119,7 +120,7 @@ def test_digits_reach_the_target_and_a_killed_run_resumes_to_the_same_result(tmp
     assert tracking.runs.shown(summary["val/best_top1"]) == second.data.metrics["val/best_top1"]  # logged to 6 digits
     assert second.data.metrics["val/images"] == 360  # 1,797 digits, every 5th held out
 
-    rows = report.collect(f"sqlite:///{tmp_path / 'mlflow.db'}", experiment="rn50")
+    rows = collect(f"sqlite:///{tmp_path / 'mlflow.db'}", experiment="rn50")
     assert "| best top-1 % | time to target s | train s | epochs | status |" in report.markdown(rows)
     files = report.write(rows, tmp_path / "report")
     assert [f.name for f in files if f.suffix == ".png"] == ["top1_vs_time.png"]

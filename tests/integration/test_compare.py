@@ -6,7 +6,7 @@ import pytest
 
 from conftest import _empty_store, rn50
 from rn50.results import compare
-from rn50.results import report
+from rn50.results.rows import ROLE_TAG
 from rn50 import tracking
 from rn50.launcher import lifecycle
 from mlflow.entities import Param, RunTag
@@ -31,7 +31,7 @@ def store(tmp_path_factory):
         cfg = compose(config_name="config", overrides=[f"mlflow.tracking_uri={uri}"])
     params = tracking.runs.config_params(cfg)
     client = MlflowClient(uri)
-    parent = lifecycle.start_run(cfg, "sweep", {report.ROLE_TAG: "sweep"}, params=False)
+    parent = lifecycle.start_run(cfg, "sweep", {ROLE_TAG: "sweep"}, params=False)
 
     def run(side, batch, ips, low=None, high=None, status="FINISHED", profiler="none", parent_id=None, older=False,
             proof=None):

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import _empty_store
 from rn50.results import report
+from rn50.results.rows import collect, rounded
 from rn50 import tracking
 from rn50.launcher import lifecycle
 from rn50.measure.nvml import energy_metrics
@@ -40,7 +41,7 @@ def uri(tmp_path_factory):
 
 
 def rows_of(uri, accelerator):
-    return report.collect(uri, experiment="rn50", filter_string=f"tags.accelerator = '{accelerator}'")
+    return collect(uri, experiment="rn50", filter_string=f"tags.accelerator = '{accelerator}'")
 
 
 def header(rows):
@@ -53,7 +54,7 @@ def test_cpu_runs_are_labelled_as_cpu_processes(uri):
     assert "GPU" not in cpu  # no GPU util column either
     gpu = header(rows_of(uri, "cuda"))
     assert "| GPUs |" in gpu and "| batch per GPU |" in gpu and "| GPU util % |" in gpu
-    both = report.collect(uri, experiment="rn50")
+    both = collect(uri, experiment="rn50")
     assert "| devices (GPUs or CPU processes) |" in header(both) and "| GPU util % |" in header(both)
     # each CPU row says so, in the table and in the plots' legends, which take the model's cell
     assert sorted(r["model"] for r in both) == ["resnet50", "resnet50 on CPU", "resnet50 on CPU"]
@@ -63,7 +64,7 @@ def test_cpu_runs_are_labelled_as_cpu_processes(uri):
 def test_figures_are_rounded_for_people(uri):
     (row,) = report.markdown(rows_of(uri, "cuda")).splitlines()[2:]
     assert "| 2800 |" in row and "| 97.65 |" in row and "| 41.23 |" in row and "| 1.23 |" in row
-    assert [report.rounded(v) for v in (2843.71, 123.456, 1.2149, 0.0, None, 3)] == ["2844", "123.5", "1.21", "0", "-", "3"]
+    assert [rounded(v) for v in (2843.71, 123.456, 1.2149, 0.0, None, 3)] == ["2844", "123.5", "1.21", "0", "-", "3"]
 
 
 def test_files_of_a_one_device_count_cpu_sweep(uri, tmp_path):
@@ -79,7 +80,7 @@ def test_files_of_a_one_device_count_cpu_sweep(uri, tmp_path):
 
 
 def test_description_is_the_table_cut_at_a_row(uri):
-    rows = report.collect(uri, experiment="rn50")
+    rows = collect(uri, experiment="rn50")
     text = report.description(rows)
     assert text.startswith("**3 points: 3 finished.**")
     assert "| 2800 |" in text and "| 2.50 |" in text and "| 1.50 |" in text
@@ -100,7 +101,7 @@ def test_summary_metrics_are_logged_as_the_ui_should_show_them(tmp_path):
 
 
 def test_profiled_runs_are_no_speedup_reference():
-    from rn50.results.report import add_scaling
+    from rn50.results.rows import add_scaling
 
     def row(gpus, ips, profiled):
         return {"setup": "model.arch=resnet50", "gpus": gpus, "status": "FINISHED", "failure": "",
@@ -118,7 +119,7 @@ def test_ncu_runs_have_no_throughput_in_reports(compose_cfg, tmp_path):
         run_id = lifecycle.start_run(cfg, profiler, {})
         tracking.runs.log_results(uri, run_id, {"throughput/images_per_sec": 1000.0})
         tracking.runs.end_run(uri, run_id, ok=True)
-    rows = {r["point"]: r for r in report.collect(uri, experiment="rn50")}
+    rows = {r["point"]: r for r in collect(uri, experiment="rn50")}
     assert rows["ncu"]["images_per_sec_median"] is None and rows["ncu"]["speedup"] is None
     assert rows["pytorch"]["images_per_sec_median"] == 1000.0 and rows["none"]["speedup"] == 1.0
 
@@ -131,7 +132,7 @@ def test_the_sweep_report_has_energy_columns_and_the_chosen_batch(compose_cfg, t
         metrics = {"throughput/images_per_sec": 1000.0, **energy_metrics({0: 250.0}, 1000)}
         tracking.runs.log_results(uri, run_id, {**metrics, **({"data.batch_size_chosen": chosen} if chosen else {})})
         tracking.runs.end_run(uri, run_id, ok=True)
-    rows = {r["point"]: r for r in report.collect(uri, experiment="rn50")}
+    rows = {r["point"]: r for r in collect(uri, experiment="rn50")}
     assert rows["bs256"]["batch_per_gpu"] == 256 and rows["bsauto"]["batch_per_gpu"] == 448
     assert rows["bsauto"]["images_per_joule"] == pytest.approx(4.0)
     assert rows["bsauto"]["joules_per_image"] == pytest.approx(0.25)
@@ -140,7 +141,7 @@ def test_the_sweep_report_has_energy_columns_and_the_chosen_batch(compose_cfg, t
 
 
 def test_input_bound_comes_from_the_runs_data_wait(uri):
-    rows = report.collect(uri, experiment="rn50")
+    rows = collect(uri, experiment="rn50")
     assert {r["input_bound"] for r in rows} == {"no"}  # 1.2% wait: none is, so the table has no column
     assert "input-bound" not in header(rows)
     rows[0]["data_wait_pct"], rows[0]["input_bound"] = 30.0, "yes"

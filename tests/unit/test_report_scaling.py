@@ -4,6 +4,7 @@ speedup, the step time several devices took beyond one device's, the share of th
 import pytest
 
 from rn50.results import report
+from rn50.results.rows import add_scaling, scaling_lines, scaling_metrics
 
 
 def row(gpus, ips, status="FINISHED", allreduce=None, busbw=None, transport=None, failure=""):
@@ -16,7 +17,7 @@ def row(gpus, ips, status="FINISHED", allreduce=None, busbw=None, transport=None
 @pytest.fixture
 def rows():
     # 1 GPU: 5,000 images/sec is 51.2 ms a step; 4 GPUs at 19,000: 53.9 ms, 2.7 ms beyond it.
-    return report.add_scaling([row(1, 5000.0), row(4, 19000.0, allreduce=2.0, busbw=153.0, transport="P2P/NVLink"),
+    return add_scaling([row(1, 5000.0), row(4, 19000.0, allreduce=2.0, busbw=153.0, transport="P2P/NVLink"),
                                row(2, None, status="FAILED", failure="oom")])
 
 
@@ -31,9 +32,9 @@ def test_exposed_time_and_hidden_share_follow_from_the_1_device_point(rows):
 
 
 def test_a_step_within_noise_of_one_devices_hides_everything():
-    _, two = report.add_scaling([row(1, 5000.0), row(2, 10010.0, allreduce=1.0, busbw=100.0)])
+    _, two = add_scaling([row(1, 5000.0), row(2, 10010.0, allreduce=1.0, busbw=100.0)])
     assert two["comm_exposed_ms"] == 0.0 and two["comm_hidden_pct"] == 100.0
-    _, half = report.add_scaling([row(1, 5000.0), row(2, 1e3 * 512 / (51.2 + 0.5), allreduce=2.0, busbw=100.0)])
+    _, half = add_scaling([row(1, 5000.0), row(2, 1e3 * 512 / (51.2 + 0.5), allreduce=2.0, busbw=100.0)])
     assert half["comm_exposed_ms"] == pytest.approx(0.5) and half["comm_hidden_pct"] == pytest.approx(75.0)
 
 
@@ -49,19 +50,19 @@ def test_the_table_shows_the_columns_with_a_dash_where_a_point_has_none(rows):
     assert lines[-1] == ("- resnet50 amp bs256, 4 GPUs: 95.0% scaling; all-reduce 2.00 ms at 153.0 GB/s over "
                          "P2P/NVLink, and a step takes 2.69 ms more than on 1 GPU: more than the all-reduce alone, "
                          "so DDP's own work (bucket copies, kernels beside the collective) shows too")
-    two = report.add_scaling([row(1, 5000.0), row(2, 1e3 * 512 / (51.2 + 0.5), allreduce=2.0, busbw=100.0)])
-    assert report.scaling_lines(two) == ["resnet50 amp bs256, 2 GPUs: 99.0% scaling; all-reduce 2.00 ms at "
+    two = add_scaling([row(1, 5000.0), row(2, 1e3 * 512 / (51.2 + 0.5), allreduce=2.0, busbw=100.0)])
+    assert scaling_lines(two) == ["resnet50 amp bs256, 2 GPUs: 99.0% scaling; all-reduce 2.00 ms at "
                                          "100.0 GB/s, 0.50 ms of it exposed per step (75% hidden)"]
 
 
 def test_one_device_sweeps_have_no_communication_columns():
-    rows = report.add_scaling([row(1, 5000.0), {**row(1, 5100.0), "batch_per_gpu": 512}])
+    rows = add_scaling([row(1, 5000.0), {**row(1, 5100.0), "batch_per_gpu": 512}])
     header = report.markdown(rows).splitlines()[0]
     assert "all-reduce" not in header and "transport" not in header
-    assert report.scaling_lines(rows) == []
+    assert scaling_lines(rows) == []
 
 
 def test_the_sweep_logs_what_it_found_into_each_point_of_several_devices(rows):
-    assert report.scaling_metrics(rows) == {"run4FINISHED": {
+    assert scaling_metrics(rows) == {"run4FINISHED": {
         "scaling/speedup": pytest.approx(3.8), "scaling/efficiency_pct": pytest.approx(95.0),
         "comm/exposed_ms_per_step": pytest.approx(2.6947, abs=1e-4), "comm/hidden_pct": 0.0}}
