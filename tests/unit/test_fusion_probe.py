@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torchvision.models import resnet50
 
-from conftest import benchmark_scripts
+from helpers.benchmarks import benchmark_scripts
 
 probe, backward, triton_probe = benchmark_scripts("fusion_probe", "fusion_probe_backward", "triton_conv_probe")
 

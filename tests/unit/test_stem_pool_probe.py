@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import benchmark_scripts
+from helpers.benchmarks import benchmark_scripts
 
 (probe,) = benchmark_scripts("stem_pool_probe")
 
