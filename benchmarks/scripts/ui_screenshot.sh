@@ -11,8 +11,8 @@ python3 -m mlflow ui --backend-store-uri "$uri" --port "$port" --workers 1 >/dev
 server=$!
 trap 'kill $server' EXIT
 until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do sleep 1; done
-url=$(python3 -c "import sys; from rn50.tracking import store as tracking; c = tracking.MlflowClient(sys.argv[1])
-print(tracking.ui_url(sys.argv[1], c.get_experiment_by_name('rn50').experiment_id, port=int(sys.argv[2])))" "$uri" "$port")
+url=$(python3 -c "import sys; from rn50 import tracking; c = tracking.client.MlflowClient(sys.argv[1])
+print(tracking.ui.ui_url(sys.argv[1], c.get_experiment_by_name('rn50').experiment_id, port=int(sys.argv[2])))" "$uri" "$port")
 profile=$(mktemp -d)
 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
   --disable-component-update --disable-sync --user-data-dir="$profile" --window-size=2200,900 \

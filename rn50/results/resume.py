@@ -64,7 +64,7 @@ def broken(checkpoint: Path) -> Optional[str]:
 
 def run_to_continue(cfg: DictConfig, out: Path, params: Dict[str, str]) -> Optional[str]:
     """The MLflow run id to continue, or None for a new run; ConfigError when resuming cannot work.
-    params: this run's config as MLflow params (tracking.config_params)."""
+    params: this run's config as MLflow params (tracking.runs.config_params)."""
     if not wanted(cfg):
         return None
     out = Path(out)

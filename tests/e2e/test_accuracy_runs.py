@@ -1,5 +1,5 @@
 """train=accuracy for real: two ranks that count every image once, and training runs on
-scikit-learn's 8x8 digits (tests/digits.py) that reach the target, resume after a kill and requeue on SLURM."""
+scikit-learn's 8x8 digits (tests/helpers/digits.py) that reach the target, resume after a kill and requeue on SLURM."""
 
 import json
 import os
@@ -11,8 +11,10 @@ import time
 import pytest
 import torch
 
-from conftest import ROOT, _empty_store, rn50, runs_in
-from digits import DIGITS_RUN, EPOCHS, write_digits
+from helpers import ROOT
+from helpers.cli import rn50
+from helpers.digits import DIGITS_RUN, EPOCHS, write_digits
+from helpers.store import empty_store_in, runs_in
 from rn50.recipe import accuracy
 from rn50.results import report
 from rn50.results.rows import collect
@@ -62,7 +64,7 @@ def test_digits_reach_the_target_and_a_killed_run_resumes_to_the_same_result(tmp
     with train.resume=true: the same MLflow run, FINISHED, with equal per-epoch results. The
     uninterrupted run and the interrupted one run at the same time: one process each."""
     digits = write_digits(tmp_path / "digits")
-    (tmp_path / "mlflow.db").write_bytes(_empty_store().read_bytes())
+    empty_store_in(tmp_path)
     run = [*DIGITS_RUN, f"data.root={digits}"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with open(tmp_path / "whole.err", "w") as err:  # a file: nobody reads a pipe while the other run goes on
@@ -104,7 +106,7 @@ def test_digits_reach_the_target_and_a_killed_run_resumes_to_the_same_result(tmp
     for r in (first, second):
         assert r.info.status == "FINISHED" and r.data.tags["target_reached"] == "true"
         assert "failure" not in r.data.tags
-    assert first.data.metrics["val/best_top1"] >= 0.85  # 2.14.1 reaches 0.914 (tests/digits.py): the figure moves with kernels
+    assert first.data.metrics["val/best_top1"] >= 0.85  # 2.14.1 reaches 0.914 (tests/helpers/digits.py): the figure moves with kernels
     assert 0 < first.data.metrics["time/to_target_s"] <= first.data.metrics["time/train_s"]
     client = tracking.client.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
 
@@ -132,7 +134,7 @@ def test_slurm_requeues_a_signalled_job_into_the_same_run(slurm_cluster, tmp_pat
     """USR1 (what SLURM sends ahead of a time limit, here by scancel) makes Lightning checkpoint
     and requeue the job; it comes back, resumes, and finishes the same MLflow run."""
     digits = write_digits(tmp_path / "digits")
-    (tmp_path / "mlflow.db").write_bytes(_empty_store().read_bytes())
+    empty_store_in(tmp_path)
     env = {**slurm_cluster.env, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "rn50", "cluster=slurm", *DIGITS_RUN, f"data.root={digits}",
                              "train.epochs=2", "hydra.run.dir=one"], cwd=tmp_path, env=env,

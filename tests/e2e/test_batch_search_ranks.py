@@ -31,7 +31,7 @@ def test_ranks_join_and_take_rank_0s_batch(tmp_path):
     import subprocess
     import sys
 
-    from conftest import ROOT
+    from helpers import ROOT
 
     script = tmp_path / "agree.py"
     script.write_text(AGREE)

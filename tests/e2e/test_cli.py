@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import TINY, rn50, runs_in
+from helpers import TINY
+from helpers.cli import rn50
+from helpers.store import runs_in
 from rn50.tracking.client import MlflowClient
 
 pytestmark = pytest.mark.slow  # every test here runs `python -m rn50` as a user would

@@ -2,7 +2,6 @@
 cluster=slurm and cluster=torchrun would start. Runs across two hosts: tests/e2e/test_multi_node.py."""
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -10,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY, _empty_store, rn50, runs_in
+from helpers import ROOT, TINY
+from helpers.cli import rn50
+from helpers.store import empty_store_in, runs_in
 
 pytestmark = pytest.mark.slow  # real SLURM jobs and torchrun processes
 
@@ -27,7 +28,7 @@ def test_slurm_run_and_sweep(slurm_cluster, tmp_path):
     one, sweep, bad = tmp_path / "one", tmp_path / "sweep", tmp_path / "bad"
     for cwd in (one, sweep, bad):
         cwd.mkdir()
-        shutil.copy(_empty_store(), cwd / "mlflow.db")
+        empty_store_in(cwd)
     # The single run's dist option is the user's own, found through hydra.searchpath: the tasks
     # compose the submitting command's config, hydra.* arguments included.
     (one / "myconf" / "dist").mkdir(parents=True)
@@ -118,7 +119,7 @@ def test_dry_runs_show_the_resources(tmp_path):
 
 
 def test_the_sbatch_template_runs_one_rank_per_task(slurm_cluster, tmp_path):
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     env = {**slurm_cluster.env, "PYTHONPATH": str(ROOT), "RN50_PYTHON": sys.executable}
     done = subprocess.run(
         ["sbatch", "--wait", "--ntasks-per-node=2", "--gpus-per-node=0", str(ROOT / "launchers/rn50.sbatch"),
@@ -159,7 +160,7 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
     # The same wait, asking squeue every 1 s instead of 15 and granting result files a 2 s grace instead of
     # 20: the test waits for the logic, not for a slow file system's grace.
     monkeypatch.setattr(slurm_jobs, "wait", functools.partial(slurm_jobs.wait, squeue_every_s=1.0, grace_s=2.0))
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     run_id = slurm_jobs.make_run(cfg, None, identity.config_hash(cfg))
     launcher = {"submitit_folder": str(tmp_path / "%j"), "max_num_timeout": 0}
@@ -178,7 +179,7 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
 def test_a_command_in_an_sbatch_script_submits_a_job_of_its_own(slurm_cluster, tmp_path):
     # sbatch's own shell has SLURM_PROCID=0 and SLURM_NTASKS=2 but is no step: the command submits,
     # as from a login node, instead of failing as rank 0 of a 2-task world that dist=1n1g refuses.
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     script = (f"#!/bin/bash\ncd {tmp_path}\nexec {sys.executable} -m rn50 cluster=slurm "
               + " ".join(TINY) + " dist=1n1g hydra.run.dir=inner\n")
     env = {**slurm_cluster.env, "PYTHONPATH": str(ROOT)}

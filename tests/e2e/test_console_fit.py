@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import ROOT
+from helpers import ROOT, TESTS
 
 
 # A real Lightning fit in a fresh process, as a rank runs one; then a warning rn50 means to show.
@@ -15,7 +15,7 @@ from rn50.console import quiet, cpu_precision_warning
 quiet()
 import pytorch_lightning as pl
 
-from tiny_module import Tiny
+from helpers.tiny_module import Tiny
 
 pl.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
            enable_progress_bar=False, enable_model_summary=False).fit(Tiny(8))
@@ -30,7 +30,7 @@ NOISE = ("💡 Tip", "litlogger", "GPU available:", "TPU available:", "LeafSpec"
 
 
 def fit(verbose: bool) -> str:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}"}
     env.pop("RN50_VERBOSE", None)
     if verbose:
         env["RN50_VERBOSE"] = "1"

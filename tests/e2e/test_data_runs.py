@@ -3,22 +3,17 @@ corrupt JPEG refused or named in one line."""
 
 import pytest
 
-from conftest import TINY, make_tree, rn50, runs_in
-
-REAL = [*TINY, "data.num_workers=1", "data.dali.num_threads=1"]
-
-
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory):
-    return make_tree(tmp_path_factory.mktemp("imagenet"))
+from helpers.cli import rn50
+from helpers.images import REAL, make_tree
+from helpers.store import runs_in
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pipeline", ["imagefolder", "dali"])
-def test_tiny_real_data_run(tmp_path, tree, pipeline):
+def test_tiny_real_data_run(tmp_path, image_tree, pipeline):
     if pipeline == "dali":
         pytest.importorskip("nvidia.dali")
-    proc = rn50(tmp_path, *REAL, f"data={pipeline}", f"data.root={tree}")
+    proc = rn50(tmp_path, *REAL, f"data={pipeline}", f"data.root={image_tree}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = runs_in(tmp_path)
     assert run.info.status == "FINISHED"
@@ -32,8 +27,8 @@ def test_tiny_real_data_run(tmp_path, tree, pipeline):
     (["data.batch_size=64"], "fewer than one global batch"),
 ])
 @pytest.mark.slow
-def test_bad_tree_is_one_line_and_no_run(tmp_path, tree, overrides, expected):
-    proc = rn50(tmp_path, *REAL, "data=imagefolder", f"data.root={tree}", *overrides)
+def test_bad_tree_is_one_line_and_no_run(tmp_path, image_tree, overrides, expected):
+    proc = rn50(tmp_path, *REAL, "data=imagefolder", f"data.root={image_tree}", *overrides)
     assert proc.returncode == 2
     errors = [l for l in proc.stderr.splitlines() if "error" in l.lower()]
     assert len(errors) == 1 and expected in errors[0]

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, rn50
+from helpers import ROOT
+from helpers.cli import rn50
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 

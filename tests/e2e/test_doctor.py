@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 from rn50.tools import doctor
 from test_tracking_server import server  # noqa: F401  a real MLflow server
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, TINY
+from helpers import ROOT, TINY
 
 HEAVY = ("torch", "torchvision", "pytorch_lightning", "lightning", "lightning_fabric", "mlflow")
 PROBE = """

@@ -7,7 +7,9 @@ import subprocess
 
 import pytest
 
-from conftest import TINY, rn50, runs_in
+from helpers import TINY
+from helpers.cli import rn50
+from helpers.store import runs_in
 
 pytestmark = pytest.mark.slow  # real runs
 PAGE = 4096  # tmpfs counts space in pages

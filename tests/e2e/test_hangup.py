@@ -10,7 +10,6 @@ import os
 import pty
 import select
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY, _empty_store, runs_in
+from helpers import ROOT, TINY
+from helpers.store import empty_store_in, runs_in
 
 pytestmark = pytest.mark.slow  # each runs python -m rn50 and signals it
 
@@ -89,7 +89,7 @@ class Terminal:
 
 @pytest.mark.parametrize("how", ["kill -HUP", "terminal closed"])
 def test_a_hang_up_marks_the_run_killed_and_leaves_no_rank(tmp_path, how):
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     command = [sys.executable, "-m", "rn50", *ENDLESS]
     if how == "kill -HUP":
         with open(tmp_path / "stderr", "w") as err:
@@ -113,7 +113,7 @@ def test_a_hang_up_marks_the_run_killed_and_leaves_no_rank(tmp_path, how):
 
 def measuring(tmp_path):
     """An endless run's launcher once its rank measures, and that rank's pid."""
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     with open(tmp_path / "stderr", "w") as err:
         launcher = subprocess.Popen([sys.executable, "-m", "rn50", *ENDLESS], cwd=tmp_path, env=ENV,
                                     stdout=subprocess.DEVNULL, stderr=err)
@@ -151,7 +151,7 @@ def test_the_next_command_closes_a_run_whose_launcher_and_ranks_were_killed(tmp_
 def test_a_killed_rank_is_one_line_and_its_signal_is_in_the_sweep_report(tmp_path):
     # Two endless points whose rank is killed (SIGKILL, as the kernel's OOM killer does; SIGTERM,
     # which a rank obeys at once), and a point that finishes.
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     args = [a for a in ENDLESS if not a.startswith("bench.steps")]
     with open(tmp_path / "stderr", "w") as err:
         sweep = subprocess.Popen([sys.executable, "-m", "rn50", "--multirun", *args,

@@ -4,7 +4,7 @@ import re
 import subprocess
 import sys
 
-from conftest import ROOT
+from helpers import ROOT
 from rn50.config import docs as config_docs
 
 

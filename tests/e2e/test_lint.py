@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 
 # Imports inside functions hide the layering (docs/architecture.md); the few that remain say why.
 MAX_FUNCTION_IMPORTS = 9

@@ -1,6 +1,6 @@
-"""Beyond one host, for real: runs across two hosts of a test network (tests/netns.py), each with
+"""Beyond one host, for real: runs across two hosts of a test network (tests/helpers/netns.py), each with
 its own network stack and hostname. cluster=slurm on a two-node SLURM cluster whose login host
-serves MLflow (tests/slurm_cluster.py), cluster=torchrun with a torchrun on each of two hosts,
+serves MLflow (tests/helpers/slurm_cluster.py), cluster=torchrun with a torchrun on each of two hosts,
 and the faults a run must survive: a node's ranks killed while measuring, and a requeue
 (preemption) of a training job mid-epoch. docs/multi-node.md shows these commands."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-import netns
-from conftest import ROOT, TINY, _empty_store
-from digits import DIGITS_RUN, write_digits
+from helpers import ROOT, TINY, netns
+from helpers.digits import DIGITS_RUN, write_digits
+from helpers.store import empty_store_in, runs_in
 
 pytestmark = pytest.mark.slow  # SLURM daemons, an MLflow server, torchrun: real processes on two hosts
 
@@ -48,11 +48,6 @@ def client(cluster) -> MlflowClient:
     return MlflowClient(f"sqlite:///{cluster.mlflow_dir / 'mlflow.db'}")
 
 
-def runs(cluster, experiment: str) -> list:
-    found = client(cluster).get_experiment_by_name(experiment)
-    return client(cluster).search_runs([found.experiment_id]) if found else []
-
-
 def ranks_csv(cluster, run) -> list:
     """ranks.csv as uploaded to the server, which must match the one in the run's output directory."""
     uploaded = cluster.mlflow_dir / "artifacts" / run.info.experiment_id / run.info.run_id / "artifacts" / "ranks.csv"
@@ -70,14 +65,14 @@ def test_a_run_and_a_sweep_span_two_slurm_nodes(slurm_two_nodes, tmp_path):
     for cwd, proc in procs.items():
         assert proc.returncode == 0, outputs[cwd][1][-3000:]
 
-    (run,) = runs(slurm_two_nodes, "two-nodes")
+    (run,) = runs_in(slurm_two_nodes.mlflow_dir, "two-nodes")
     assert run.info.status == "FINISHED"
     assert (run.data.tags["world_size"], run.data.tags["node_hostnames"]) == ("2", "0:node1,1:node2")
     assert [(r["rank"], r["node_rank"], r["hostname"]) for r in ranks_csv(slurm_two_nodes, run)] == [
         ("0", "0", "node1"), ("1", "1", "node2")]
     assert not (one / "mlflow.db").exists()  # everything went to the login host's server
 
-    points = runs(slurm_two_nodes, "sweep")
+    points = runs_in(slurm_two_nodes.mlflow_dir, "sweep")
     (parent,) = [r for r in points if r.data.tags.get("rn50.role") == "sweep"]
     children = {r.data.tags["dist"]: r for r in points if r is not parent}
     assert parent.info.status == "FINISHED" and sorted(children) == ["1n1g", "2n1g"]
@@ -128,7 +123,7 @@ def test_a_lost_node_fails_its_point_and_the_sweep_goes_on(slurm_two_nodes, tmp_
     (victim,) = ranks_of_job(slurm_two_nodes, "node2", job)
     os.kill(victim, signal.SIGKILL)
     killed = time.monotonic()
-    (point,) = [r for r in runs(slurm_two_nodes, "node-loss") if r.data.tags.get("dist") == "2n1g"]
+    (point,) = [r for r in runs_in(slurm_two_nodes.mlflow_dir, "node-loss") if r.data.tags.get("dist") == "2n1g"]
     while client(slurm_two_nodes).get_run(point.info.run_id).info.status == "RUNNING":
         assert time.monotonic() - killed <= FAILED_WITHIN_S, f"run still RUNNING {FAILED_WITHIN_S} s after the kill"
         time.sleep(0.2)
@@ -141,7 +136,7 @@ def test_a_lost_node_fails_its_point_and_the_sweep_goes_on(slurm_two_nodes, tmp_
     said = [line for line in output.splitlines() if "lost rank 1 on node2" in line]
     assert len(said) == 1 and failed.data.tags["error"] in said[0], output[-3000:]
     assert proc.returncode == 1  # a sweep with a failed point fails, after its other points and report
-    points = runs(slurm_two_nodes, "node-loss")
+    points = runs_in(slurm_two_nodes.mlflow_dir, "node-loss")
     (parent,) = [r for r in points if r.data.tags.get("rn50.role") == "sweep"]
     (other,) = [r for r in points if r.data.tags.get("dist") == "1n1g"]
     assert other.info.status == "FINISHED" and parent.info.status == "FAILED"
@@ -173,7 +168,7 @@ def test_a_requeued_training_job_resumes_into_the_same_run(slurm_two_nodes, tmp_
     _, stderr = proc.communicate()
     assert proc.returncode == 0, stderr[-3000:]
 
-    (run,) = runs(slurm_two_nodes, "requeue")
+    (run,) = runs_in(slurm_two_nodes.mlflow_dir, "requeue")
     assert run.info.status == "FINISHED" and run.data.tags["slurm_job_id"] == job
     assert (run.data.tags["requeued"], run.data.tags["resumed"]) == ("true", "true")
     assert "failure" not in run.data.tags and run.data.metrics["train/epochs"] == 2
@@ -194,14 +189,13 @@ def test_two_torchrun_nodes_on_two_network_stacks(tmp_path):
                     if line.startswith("node ")}
         assert sorted(commands) == ["node 0", "node 1"] and commands["node 0"] == commands["node 1"]
         assert "--rdzv-endpoint=node1:29500" in commands["node 0"] and " dist.interface=eth0 " in commands["node 0"]
-        (tmp_path / "mlflow.db").write_bytes(_empty_store().read_bytes())  # rank 0 records it; both nodes see it
+        empty_store_in(tmp_path)  # rank 0 records it; both nodes see it
         nodes = [subprocess.Popen(net.argv(host, ["sh", "-c", commands["node 0"]]), cwd=tmp_path, env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                  for host in ("node1", "node2")]
         outputs = [node.communicate()[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
-    store = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = store.search_runs([store.get_experiment_by_name("rn50").experiment_id])
+    (run,) = runs_in(tmp_path)
     assert run.info.status == "FINISHED"
     assert (run.data.tags["world_size"], run.data.tags["cluster"]) == ("2", "torchrun")
     assert run.data.params["dist.interface"] == "eth0"

@@ -3,14 +3,12 @@ ncu refused in one line before any run."""
 
 import pytest
 
-from conftest import ROOT, TINY, rn50, runs_in
+from helpers import TINY
+from helpers.cli import rn50
+from helpers.ncu_data import FINE, NO_PERMISSION, RAW
+from helpers.store import runs_in
 from rn50.profiling import ncu
 from rn50.errors import RunFailed
-
-DATA = ROOT / "tests" / "data"
-RAW = DATA / "ncu_raw_h100_amp.csv"
-NO_PERMISSION = (DATA / "ncu_no_permission.log").read_text()  # ncu's log where counters need root
-FINE = (DATA / "ncu_fine.log").read_text()  # the first and last lines of a real run's log
 
 
 def test_collect_exports_the_report_and_fails_on_ncus_errors(compose_cfg, tmp_path):

@@ -5,7 +5,9 @@ import textwrap
 
 import pytest
 
-from conftest import TINY, rn50, runs_in
+from helpers import TINY
+from helpers.cli import rn50
+from helpers.store import runs_in
 
 
 # A pipeline of constant images: torch is imported in build(), which only the ranks call.

@@ -4,7 +4,9 @@ import textwrap
 
 import pytest
 
-from conftest import TINY, rn50, runs_in
+from helpers import TINY
+from helpers.cli import rn50
+from helpers.store import runs_in
 
 
 # bf16 autocast with TF32 off: what bf16 would be without TF32 for the layers autocast keeps in fp32.

@@ -4,7 +4,9 @@ work on the CPU is one line and no run."""
 import pytest
 import yaml
 
-from conftest import TINY, rn50, runs_in
+from helpers import TINY
+from helpers.cli import rn50
+from helpers.store import runs_in
 
 
 @pytest.mark.slow

@@ -6,7 +6,9 @@ import textwrap
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import TINY, rn50, runs_in
+from helpers import TINY
+from helpers.cli import rn50
+from helpers.store import runs_in
 
 
 # Counts the steps after the measured windows; its metrics() and artifacts() are what rank 0 gathers.

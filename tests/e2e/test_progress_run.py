@@ -4,16 +4,17 @@ import re
 
 import pytest
 
-from conftest import ROOT, TINY, rn50
+from helpers import TESTS, TINY
+from helpers.cli import rn50
 
 
 @pytest.mark.slow
 def test_a_slow_first_step_shows_heartbeat_lines_then_the_time_left(tmp_path):
-    """A real run, away from a terminal, whose first step takes 13 s (tests/slow_steps.py: a profiler
+    """A real run, away from a terminal, whose first step takes 13 s (tests/helpers/slow_steps.py: a profiler
     of its own whose callback sleeps, as a step that autotunes cuDNN or compiles) and later ones 2.5 s."""
     # amp: its CPU warning is the one a run prints before its progress.
-    proc = rn50(tmp_path, *TINY, "precision=amp", "profiler._target_=slow_steps.SlowSteps", "bench.warmup_steps=6",
-                env={"PYTHONPATH": str(ROOT / "tests")})
+    proc = rn50(tmp_path, *TINY, "precision=amp", "profiler._target_=helpers.slow_steps.SlowSteps",
+                "bench.warmup_steps=6", env={"PYTHONPATH": str(TESTS)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stderr.splitlines()
     warmup = [line for line in lines if line.startswith("rn50: warm-up")]

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT
+from helpers import ROOT
 
 SHOW = "print('CUDA_DEVICE_MAX_CONNECTIONS', os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'))"
 

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT
+from helpers import ROOT
 
 # `python -m rn50.rank --help` in a fresh process that reports, as it exits, what the collector holds.
 RANK_HELP = ("import atexit, gc, runpy, sys; "

@@ -9,7 +9,9 @@ import time
 
 import pytest
 
-from conftest import ROOT, TINY, rn50, runs_in
+from helpers import ROOT, TINY
+from helpers.cli import rn50
+from helpers.store import runs_in
 from rn50.errors import ConfigError
 from rn50.launcher import rundir
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY, _empty_store, rn50, runs_in
+from helpers import ROOT, TINY
+from helpers.cli import rn50
+from helpers.store import empty_store_in, runs_in
 from rn50 import tracking
 from rn50.launcher import lifecycle
 from rn50.tracking import upload
@@ -25,7 +27,7 @@ pytestmark = pytest.mark.slow  # each runs python -m rn50, or ten processes at o
 def test_a_result_survives_a_store_that_fails_and_is_uploaded_once(tmp_path, capsys, monkeypatch):
     # The store takes the run and its metrics, but its artifact store is a disk that is not
     # there (a dangling link, which even root cannot write through): logging fails at the end.
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     disk = tmp_path / "artifact-disk"
     (tmp_path / "artifacts").symlink_to(disk)
@@ -88,7 +90,7 @@ def test_a_store_that_cannot_be_written_is_refused_before_the_ranks_start(tmp_pa
     # its ./mlflow.db, the default store, cannot be written either.
     here = tmp_path / "here"
     here.mkdir()
-    shutil.copy(_empty_store(), here / "mlflow.db")
+    empty_store_in(here)
     (here / "mlflow.db" if read_only == "file" else here).chmod(0o444 if read_only == "file" else 0o555)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

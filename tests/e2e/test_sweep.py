@@ -4,7 +4,6 @@ import csv
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -13,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY, _empty_store, make_tree, rn50, runs_in
+from helpers import ROOT, TINY
+from helpers.cli import rn50
+from helpers.images import make_tree
+from helpers.store import empty_store_in, runs_in
 from rn50.tracking.runs import PARENT_TAG
-from rn50.tracking.client import MlflowClient
 
 pytestmark = pytest.mark.slow  # every test here runs a real --multirun
 
@@ -203,7 +204,7 @@ def test_report_errors_are_one_line(tmp_path):
     assert proc.stderr.strip().splitlines() == ["rn50.report: error: --tracking-uri sqlite:///mlflow.db: "
                                                 "no such file; run where the runs were recorded"]
     assert not (tmp_path / "mlflow.db").exists()
-    MlflowClient(f"sqlite:///{tmp_path}/m.db").search_experiments()  # an empty store
+    empty_store_in(tmp_path, "m.db")
     proc = rn50(tmp_path, "--parent-run-id", "nosuch", "--tracking-uri", f"sqlite:///{tmp_path}/m.db",
                 module="rn50.report")
     errors = [l for l in proc.stderr.splitlines() if "error" in l.lower()]
@@ -212,7 +213,7 @@ def test_report_errors_are_one_line(tmp_path):
 
 
 def test_a_stopped_sweep_resumes_without_rerunning_finished_points(tmp_path):
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     args = ["--multirun", *TINY_NO_BATCH, "precision=fp32", "data.batch_size=2,3,4"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "rn50", *args], cwd=tmp_path, env=env,

@@ -1,31 +1,24 @@
 """launchers/mlflow_server.sh starts a real server that rn50 runs log to over http."""
 
 import os
-import shutil
-import socket
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY, _empty_store, rn50
+from helpers import ROOT, TINY
+from helpers.cli import rn50
+from helpers.servers import free_port, wait_for_server
+from helpers.store import empty_store_in
 from rn50.tracking.client import MlflowClient
 
 pytestmark = pytest.mark.slow  # a real MLflow server
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server(tmp_path):
     port = free_port()
-    shutil.copy(_empty_store(), tmp_path / "server.db")  # made once a session: a fresh schema takes the server seconds
+    empty_store_in(tmp_path, "server.db")  # made once a session: a fresh schema takes the server seconds
     env = {**os.environ, "PATH": f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"}
     env.pop("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", None)  # the script's own default, whatever this shell has
     proc = subprocess.Popen(
@@ -34,14 +27,7 @@ def server(tmp_path):
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     uri = f"http://127.0.0.1:{port}"
-    while True:  # however long a busy machine takes; a server that exits fails the test
-        try:
-            urllib.request.urlopen(uri + "/health", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None:
-                pytest.fail(f"mlflow server exited with {proc.returncode} before it answered /health")
-            time.sleep(1)
+    wait_for_server(uri + "/health", proc, "mlflow server")
     yield uri, tmp_path, proc.pid  # the pid is the server's session: start_new_session
     os.killpg(proc.pid, 15)
     proc.wait(timeout=30)

@@ -8,7 +8,9 @@ import re
 import pytest
 import torch
 
-from conftest import TINY, rn50, runs_in
+from helpers import TINY
+from helpers.cli import rn50
+from helpers.store import runs_in
 
 
 @pytest.mark.slow

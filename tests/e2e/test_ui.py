@@ -6,16 +6,16 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 
 import pytest
 
-from conftest import TINY, _empty_store, rn50, runs_in
+from helpers import TINY
+from helpers.cli import rn50
+from helpers.servers import free_port, wait_for_server
+from helpers.store import empty_store_in, runs_in
 from rn50 import tracking
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -23,24 +23,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (.ci/run installs it)"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(url: str, proc: subprocess.Popen) -> None:
-    """Until the server answers, however long a busy machine takes; a server that exits fails the test."""
-    while True:
-        if proc.poll() is not None:
-            raise AssertionError(f"mlflow ui exited with {proc.returncode}")
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except OSError:
-            time.sleep(0.5)
 
 
 def page_text(url: str, budget_ms: int) -> str:
@@ -58,7 +40,7 @@ def page_text(url: str, budget_ms: int) -> str:
 
 
 def test_the_documented_link_shows_a_sweep_and_its_figures(tmp_path):
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     uri, port = f"sqlite:///{tmp_path}/mlflow.db", free_port()
     # The command the console line gives, run from elsewhere so it must name the store. It starts
     # before the sweep, to start up while the sweep runs.
@@ -77,7 +59,7 @@ def test_the_documented_link_shows_a_sweep_and_its_figures(tmp_path):
         children = [r for r in runs if r is not parent]
         assert len(children) == 2
 
-        wait_for(f"http://127.0.0.1:{port}/health", server)
+        wait_for_server(f"http://127.0.0.1:{port}/health", server, "mlflow ui")
         url = tracking.ui.ui_url(uri, parent.info.experiment_id, port=port)
         wanted = [parent.info.run_name, *(c.info.run_name for c in children), "throughput/images_per_sec",
                   *(str(c.data.metrics["throughput/images_per_sec"])[:5] for c in children)]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY, _empty_store, runs_in
+from helpers import ROOT, TINY
+from helpers.store import empty_store_in, runs_in
 from rn50.tools.wheelhouse import (DEFAULT_INDEX, Target, WheelhouseError, build_from_source, expand_platforms,
                              host_platform, split_file)
 
@@ -118,7 +119,7 @@ def test_offline_install_runs_the_benchmark(offline, tmp_path):
                            env=OFFLINE, capture_output=True, text=True, cwd=tmp_path)
     rn50_file, torch_file = where.stdout.split()
     assert rn50_file.startswith(str(offline["venv"])) and "node-site" in torch_file
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     run = subprocess.run([python, "-m", "rn50", *TINY], env=OFFLINE, capture_output=True, text=True,
                          cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -1,10 +1,10 @@
 """python -m rn50.compare on a real sqlite store holding runs as rn50 logs them."""
 
-import shutil
-
 import pytest
 
-from conftest import _empty_store, rn50
+from helpers.cli import rn50
+from helpers.compose import compose_as_hydra
+from helpers.store import empty_store_in
 from rn50.results import compare
 from rn50.results.rows import ROLE_TAG
 from rn50 import tracking
@@ -20,15 +20,9 @@ H100 = "NVIDIA H100 80GB HBM3"
 def store(tmp_path_factory):
     """Base: a sweep of three batch sizes. Candidates, each under its own `side` tag: a 10% regression,
     a 10% drop inside the windows' spread, an improvement (two runs), and a point the base lacks."""
-    from hydra import compose, initialize_config_dir
-
-    from conftest import CONF
-
     folder = tmp_path_factory.mktemp("compare")
-    shutil.copy(_empty_store(), folder / "mlflow.db")
-    uri = f"sqlite:///{folder}/mlflow.db"
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"mlflow.tracking_uri={uri}"])
+    uri = empty_store_in(folder)
+    cfg = compose_as_hydra([f"mlflow.tracking_uri={uri}"])
     params = tracking.runs.config_params(cfg)
     client = MlflowClient(uri)
     parent = lifecycle.start_run(cfg, "sweep", {ROLE_TAG: "sweep"}, params=False)

@@ -8,7 +8,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from conftest import TINY, make_tree
+from helpers.images import REAL, make_tree
 from rn50.options import pipelines
 from rn50.options.checks import count_train_images
 from rn50.options.components import Options
@@ -19,18 +19,11 @@ from rn50.point.validate import validate
 from rn50.rank.throughput import ThroughputCallback
 from rn50.measure.timing import throughput_metrics
 
-REAL = [*TINY, "data.num_workers=1", "data.dali.num_threads=1"]
 
-
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory):
-    return make_tree(tmp_path_factory.mktemp("imagenet"))
-
-
-def test_two_processes_read_disjoint_shards(tree):
+def test_two_processes_read_disjoint_shards(image_tree):
     seen = []
     for rank in (0, 1):
-        dm = ImageFolderData(str(tree), batch_size=2, image_size=32, num_workers=1, channels_last=True, seed=0)
+        dm = ImageFolderData(str(image_tree), batch_size=2, image_size=32, num_workers=1, channels_last=True, seed=0)
         dm.trainer = SimpleNamespace(world_size=2, global_rank=rank,
                                      strategy=SimpleNamespace(root_device=torch.device("cpu")))
         loader = dm.train_dataloader()
@@ -40,12 +33,12 @@ def test_two_processes_read_disjoint_shards(tree):
     assert not seen[0] & seen[1]
 
 
-def test_workers_of_several_ranks_start_where_a_fork_cannot_deadlock(tree):
+def test_workers_of_several_ranks_start_where_a_fork_cannot_deadlock(image_tree):
     """Before Python 3.12 a fork beside gloo's or NCCL's threads can deadlock the child (cpython
     gh-112275): the workers of both loaders of a rank of several are spawned there; a lone
     rank forks them. That they deliver batches, the imagefolder and train=accuracy runs of tests/e2e show."""
     for world, expected in ((2, "spawn" if sys.version_info < (3, 12) else None), (1, None)):
-        dm = ImageFolderData(str(tree), batch_size=2, image_size=32, num_workers=1, channels_last=False, seed=0,
+        dm = ImageFolderData(str(image_tree), batch_size=2, image_size=32, num_workers=1, channels_last=False, seed=0,
                              validate=True)
         dm.trainer = SimpleNamespace(world_size=world, global_rank=0, fit_loop=SimpleNamespace(
             epoch_progress=SimpleNamespace(current=SimpleNamespace(processed=0))),
@@ -96,12 +89,12 @@ class ChannelMeans(pl.LightningModule):
 
 @pytest.mark.parametrize("endless", [True, False], ids=["endless", "epochs"])
 @pytest.mark.parametrize("pipeline", ["imagefolder", "dali"])
-def test_epoch_ends_inside_the_measured_window(tmp_path, tree, compose_cfg, monkeypatch, pipeline, endless):
+def test_epoch_ends_inside_the_measured_window(tmp_path, image_tree, compose_cfg, monkeypatch, pipeline, endless):
     if pipeline == "dali":
         pytest.importorskip("nvidia.dali")
     # 12 images in batches of 4: an epoch every 3 steps. 2 warm-up steps, then a window of 7 steps
     # (steps 2-8) with the epoch ends after steps 2, 5 and 8 inside it.
-    cfg = validate(compose_cfg([*REAL, "precision=fp32", f"data={pipeline}", f"data.root={tree}",
+    cfg = validate(compose_cfg([*REAL, "precision=fp32", f"data={pipeline}", f"data.root={image_tree}",
                                 "bench.warmup_steps=2", "bench.steps=7"]))
     dm = pipelines.build(cfg, endless=endless)
     # imagefolder: each DataLoader pass (Lightning's epoch); dali: each pipeline built.

@@ -1,15 +1,14 @@
 """rn50.doctor's checks in this process: sqlite stores, a server that does not answer, SLURM as
 information, and the report's exit status and alignment."""
 
-import shutil
 import sqlite3
 
-from conftest import _empty_store
+from helpers.store import empty_store_in
 from rn50.tools import doctor
 
 
 def test_an_mlflow_sqlite_store_passes(tmp_path):
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     assert doctor.check_tracking(uri) == ("ok", "tracking", f"{uri}: an MLflow store, writable")
 

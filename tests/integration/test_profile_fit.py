@@ -2,7 +2,7 @@
 
 import pytorch_lightning as pl
 
-from conftest import TINY
+from helpers import TINY
 from rn50.options import pipelines
 from rn50.options import precision
 from rn50.launcher.launch import set_num_classes

@@ -4,7 +4,7 @@ import contextlib
 import io
 import pickle
 
-from conftest import TINY
+from helpers import TINY
 from rn50.launcher.launch import set_num_classes
 from rn50.profiling.ncu_range import NcuRange
 from rn50.profiling.nvtx import NvtxRanges

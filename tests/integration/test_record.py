@@ -2,12 +2,11 @@
 with its params, and then closed as KILLED (the holding itself: tests/unit/test_stops.py)."""
 
 import os
-import shutil
 import signal
 
 import pytest
 
-from conftest import _empty_store, runs_in
+from helpers.store import empty_store_in, runs_in
 from rn50.launcher import lifecycle
 
 
@@ -29,7 +28,7 @@ def test_a_stop_between_creating_a_run_and_logging_its_params_closes_a_whole_run
     from rn50.errors import Interrupted
     from rn50 import tracking
 
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     cfg = compose_cfg([f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     _stopped_while(monkeypatch, "create_run")
     entered = False
@@ -50,7 +49,7 @@ def test_a_run_made_outside_a_record_block_is_closed_before_the_stop_acts(compos
     id of a run a stop caught in the making, so start_run closes it itself."""
     from rn50.errors import Interrupted
 
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     cfg = compose_cfg([f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     _stopped_while(monkeypatch, "create_run")
     with pytest.raises(Interrupted):
@@ -62,7 +61,7 @@ def test_a_run_made_outside_a_record_block_is_closed_before_the_stop_acts(compos
 def test_a_run_whose_params_cannot_be_logged_is_failed_not_left_running(compose_cfg, tmp_path, monkeypatch):
     from rn50.errors import Rn50Error
 
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     cfg = compose_cfg([f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
 
     def refused(*args, **kwargs):

@@ -3,11 +3,11 @@ energy columns and the chosen batch, and profiled runs that are no speedup refer
 
 import csv
 import json
-import shutil
 
 import pytest
 
-from conftest import _empty_store
+from helpers.compose import compose_as_hydra
+from helpers.store import empty_store_in
 from rn50.results import report
 from rn50.results.rows import collect, rounded
 from rn50 import tracking
@@ -15,28 +15,18 @@ from rn50.launcher import lifecycle
 from rn50.measure.nvml import energy_metrics
 
 
-def empty_store_in(folder) -> str:
-    shutil.copy(_empty_store(), folder / "mlflow.db")
-    return f"sqlite:///{folder}/mlflow.db"
-
-
 @pytest.fixture(scope="module")
 def uri(tmp_path_factory):
-    from hydra import compose, initialize_config_dir
-
-    from conftest import CONF
-
     uri = empty_store_in(tmp_path_factory.mktemp("report"))
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        for accelerator, batch, ips in (("cpu", 2, 1.5), ("cpu", 4, 2.5), ("gpu", 256, 2800.0)):
-            cfg = compose(config_name="config", overrides=[
-                f"mlflow.tracking_uri={uri}", f"dist.accelerator={accelerator}", f"data.batch_size={batch}"])
-            run_id = lifecycle.start_run(cfg, f"{accelerator}-bs{batch}", {})
-            metrics = {"throughput/images_per_sec": ips, "data/wait_pct": 1.23456}
-            if accelerator == "gpu":
-                metrics.update({"gpu/utilization_pct": 97.6543, "mfu_pct": 41.23})
-            tracking.runs.log_results(uri, run_id, metrics, tags={"accelerator": "cuda" if accelerator == "gpu" else "cpu"})
-            tracking.runs.end_run(uri, run_id, ok=True)
+    for accelerator, batch, ips in (("cpu", 2, 1.5), ("cpu", 4, 2.5), ("gpu", 256, 2800.0)):
+        cfg = compose_as_hydra([f"mlflow.tracking_uri={uri}", f"dist.accelerator={accelerator}",
+                                f"data.batch_size={batch}"])
+        run_id = lifecycle.start_run(cfg, f"{accelerator}-bs{batch}", {})
+        metrics = {"throughput/images_per_sec": ips, "data/wait_pct": 1.23456}
+        if accelerator == "gpu":
+            metrics.update({"gpu/utilization_pct": 97.6543, "mfu_pct": 41.23})
+        tracking.runs.log_results(uri, run_id, metrics, tags={"accelerator": "cuda" if accelerator == "gpu" else "cpu"})
+        tracking.runs.end_run(uri, run_id, ok=True)
     return uri
 
 

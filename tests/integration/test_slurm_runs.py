@@ -1,8 +1,6 @@
 """The runs a SLURM sweep makes before it submits, in a local sqlite store: closed only if left running."""
 
-import shutil
-
-from conftest import _empty_store, runs_in
+from helpers.store import empty_store_in, runs_in
 
 
 def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg, tmp_path):
@@ -11,7 +9,7 @@ def test_runs_made_before_submission_are_closed_only_if_left_running(compose_cfg
     from rn50 import tracking
     from rn50.launcher import lifecycle
 
-    shutil.copy(_empty_store(), tmp_path / "mlflow.db")
+    empty_store_in(tmp_path)
     cfg = compose_cfg(["cluster=slurm", f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow.db"])
     parent = lifecycle.start_run(cfg, "sweep", {"rn50.role": "sweep"}, params=False)
     never_started, ran_out_of_memory, adopted, resumed_elsewhere = (

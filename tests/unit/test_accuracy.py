@@ -4,7 +4,7 @@ before any run, and the per-epoch line. Real training runs: tests/e2e/test_accur
 import pytest
 import torch
 
-from conftest import make_tree
+from helpers.images import make_tree
 from rn50.launcher import launch
 from rn50.recipe import accuracy, schedule
 from rn50.results import resume

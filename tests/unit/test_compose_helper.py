@@ -1,4 +1,4 @@
-"""The tests' compose_cfg (tests/conftest.py: compose_as_hydra) gives what Hydra's compose gives, for each
+"""The tests' compose_cfg (tests/helpers/compose.py: compose_as_hydra) gives what Hydra's compose gives, for each
 kind of override: the same config, or the same error. It composes each set of group choices once and sets
 the other overrides afterwards with Hydra's own function; if Hydra changed that order, these would fail."""
 
@@ -6,7 +6,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from conftest import _composed, compose_as_hydra
+from helpers.compose import compose_as_hydra, composed_by_hydra
 
 SAME = [
     [],
@@ -27,7 +27,7 @@ SAME = [
 @pytest.mark.parametrize("overrides", SAME, ids=" ".join)
 def test_the_same_config_as_hydras_compose(overrides):
     try:
-        want = OmegaConf.to_container(_composed(tuple(overrides)))
+        want = OmegaConf.to_container(composed_by_hydra(tuple(overrides)))
     except ConfigCompositionException as e:  # where Hydra refuses, the helper must refuse the same way
         with pytest.raises(ConfigCompositionException) as got:
             compose_as_hydra(overrides)
@@ -49,7 +49,7 @@ def test_the_same_config_as_hydras_compose(overrides):
 ], ids=" ".join)
 def test_the_same_errors_as_hydras_compose(overrides):
     with pytest.raises(Exception) as want:
-        _composed(tuple(overrides))
+        composed_by_hydra(tuple(overrides))
     with pytest.raises(type(want.value)) as got:
         compose_as_hydra(overrides)
     assert str(got.value) == str(want.value)
@@ -61,7 +61,7 @@ def test_a_group_on_the_command_lines_searchpath_is_a_group(tmp_path):
     (tmp_path / "extra" / "x.yaml").write_text("a: 1\n")
     overrides = [f"hydra.searchpath=[file://{tmp_path}]", "+extra=x"]
     with pytest.raises(ConfigCompositionException) as want:  # the schema has no key `extra`
-        _composed(tuple(overrides))
+        composed_by_hydra(tuple(overrides))
     with pytest.raises(ConfigCompositionException) as got:
         compose_as_hydra(overrides)
     assert str(got.value.__cause__) == str(want.value.__cause__)

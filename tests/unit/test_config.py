@@ -4,7 +4,7 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ValidationError
 
-from conftest import CONF
+from helpers import CONF
 from rn50.errors import ConfigError
 from rn50.config.messages import one_line
 from rn50.config.schema import Accelerator, Arch, Device, dist_name

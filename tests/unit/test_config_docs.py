@@ -4,7 +4,7 @@ tests/e2e/test_help.py."""
 
 import re
 
-from conftest import CONF, ROOT
+from helpers import CONF, ROOT
 from rn50.config import docs as config_docs
 
 PAGE = ROOT / "docs" / "configuration.md"

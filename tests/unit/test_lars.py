@@ -6,12 +6,10 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from helpers.devices import DEVICES  # CUDA too: there foreach ops take their multi-tensor kernels
 from rn50.recipe.optimizers import LARS
 
 LR, DECAY, TRUST, EPS = 0.1, 5e-5, 0.001, 1e-9
-
-
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]  # CUDA: foreach ops take their multi-tensor kernels
 
 
 def tensors(device: str = "cpu"):

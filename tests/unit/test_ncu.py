@@ -1,21 +1,16 @@
 """profiler=ncu without a GPU: the CSV aggregation, ncu's errors, the checks before a run."""
 
 import sys
-from pathlib import Path
 
 import pytest
 
+from helpers import DATA
+from helpers.ncu_data import FINE, NO_PERMISSION, RAW
 from rn50.options.components import Options
 from rn50.profiling import ncu
 from rn50.errors import ConfigError, RunFailed
 from rn50.config.schema import Accelerator
 
-# Six kernels cut from `ncu --import R --csv --page raw --print-units base` of one ResNet-50
-# AMP step (batch 64) on an H100, Nsight Compute 2025.3: header, units row, kernel rows.
-DATA = Path(__file__).parent.parent / "data"
-RAW = DATA / "ncu_raw_h100_amp.csv"
-NO_PERMISSION = (DATA / "ncu_no_permission.log").read_text()  # ncu's log where counters need root
-FINE = (DATA / "ncu_fine.log").read_text()  # the first and last lines of a real run's log
 TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
 FMA = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
 ALU = "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"

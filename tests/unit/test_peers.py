@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 from rn50.distributed import peers
 from rn50.launcher.slurm_jobs import why_ended
 

@@ -114,13 +114,27 @@ def test_bad_batch_sizes_name_the_key(compose_cfg, value, message):
     assert str(info.value) == message
 
 
-def test_autotune_pointwise_is_set_for_each_compile_of_a_warm_rank():
+def test_autotune_pointwise_is_set_for_each_compile_of_a_warm_rank(compose_cfg, monkeypatch):
     """A warm rank compiles the next sweep point in the same process: the setting follows each."""
     import torch._inductor.config as inductor
 
-    from rn50.recipe.model import configure_inductor
+    from rn50.launcher.launch import set_num_classes
+    from rn50.recipe.model import ResNetModule
 
-    configure_inductor(True, True)
-    assert inductor.max_autotune_pointwise is True and inductor.coordinate_descent_tuning is True
-    configure_inductor(False, False)
-    assert inductor.max_autotune_pointwise is False and inductor.coordinate_descent_tuning is False
+    # Inductor's settings are the process's: whatever the points set, the test puts them back.
+    monkeypatch.setattr(inductor, "max_autotune_pointwise", inductor.max_autotune_pointwise)
+    monkeypatch.setattr(inductor, "coordinate_descent_tuning", inductor.coordinate_descent_tuning)
+
+    def compile_point(overrides):
+        """Inductor's settings once a rank has built the point's model as a run builds it
+        (rn50/rank/run.py), from the config as the launcher hands it on (composed, validated, its
+        classes set); torch.compile compiles later, with those settings."""
+        cfg = validate(on_gpu(compose_cfg(["model=resnet18", *overrides])))
+        set_num_classes(cfg)  # synthetic data: ImageNet's classes
+        ResNetModule(cfg.model, cfg.optim, fused_default(cfg.optim, "cuda"))
+        return inductor.max_autotune_pointwise, inductor.coordinate_descent_tuning
+
+    # One rank, three points in turn: each compile takes its own point's tuning, not the last point's.
+    assert compile_point(["experiment=fastest"]) == (True, True)
+    assert compile_point(["model.compile=true"]) == (False, False)
+    assert compile_point(["experiment=fastest", "model.autotune_coordinate_descent=false"]) == (True, False)

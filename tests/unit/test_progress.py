@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytorch_lightning as pl
 
 from rn50.tools.fake_imagenet import make
-from tiny_module import Tiny
+from helpers.tiny_module import Tiny
 from rn50.measure.meter import Meter
 from rn50.measure.meter import point_line
 from rn50.point.identity import sweep_points, sweep_size

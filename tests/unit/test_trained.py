@@ -11,13 +11,13 @@ import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 from torch import nn
 
+from helpers.devices import DEVICES
 from rn50.recipe import optimizers
 from rn50.measure import trained
 from rn50.recipe.scalers import GradScaler, StaticGradScaler
 from rn50.config.schema import OptimConfig, OptimName
 from rn50.rank.training import Diverged, EpochRecord
 
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 OPTIMIZERS = {  # every optimizer rn50 builds: name, fused
     "fused SGD": (OptimName.sgd, True),
     "foreach SGD": (OptimName.sgd, False),

@@ -1,7 +1,7 @@
 """Real SLURM clusters on this machine, for tests that submit jobs with sbatch/srun.
 
 The session-scoped fixture `slurm_cluster` is one node on localhost; `slurm_two_nodes` is a
-login host and two nodes, each a host of its own on a test network (tests/netns.py): slurmctld
+login host and two nodes, each a host of its own on a test network (tests/helpers/netns.py): slurmctld
 and an MLflow server (launchers/mlflow_server.sh) run on the login host, one slurmd on each
 node, and the cluster's commands (sbatch, python -m rn50) are run on the login host. Each
 cluster runs its own munged, slurmctld and slurmd(s) from a temp dir (config, key, sockets,
@@ -24,7 +24,9 @@ from typing import Callable, Dict, List, Optional
 
 import pytest
 
-import netns
+from helpers import ROOT, netns
+from helpers.servers import free_port
+from helpers.store import empty_store_in
 
 # The daemons live in sbin, which a non-root PATH often lacks.
 SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
@@ -34,9 +36,6 @@ PARTITION = "debug"
 # more run at once; SlurmdParameters=config_overrides makes slurmd accept the made-up count.
 CPUS = 8
 START_TIMEOUT_S = 60
-
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _here(argv: List[str]) -> List[str]:
@@ -55,13 +54,6 @@ class SlurmCluster:
     network: Optional["netns.Network"] = None  # the test network of a cluster of several hosts
     tracking_uri: str = ""  # the login host's MLflow server, where it has one
     mlflow_dir: Optional[Path] = None  # that server's sqlite store (mlflow.db) and artifacts/
-
-
-def _free_port() -> int:
-    # Port 0 lets the kernel pick a port nothing listens on; slurmctld and slurmd bind all addresses.
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def _slurm_conf(d: Path, controller: str, nodes: Dict[str, str], munge_socket: Path,
@@ -208,9 +200,9 @@ def _run_cluster(d: Path, net: Optional["netns.Network"] = None):
     if net is None:
         node = socket.gethostname().split(".")[0]  # what slurmd takes as its node name
         controller, nodes, login = f"{node}(127.0.0.1)", {node: "127.0.0.1"}, _here
-        ports = [_free_port(), _free_port()]
+        ports = [free_port(), free_port()]  # free on every address: slurmctld and slurmd bind them all
         while ports[1] == ports[0]:
-            ports[1] = _free_port()
+            ports[1] = free_port()
     else:
         login_host = net.hosts["login"]
         controller = f"{login_host.name}({login_host.address})"
@@ -249,9 +241,7 @@ def _run_cluster(d: Path, net: Optional["netns.Network"] = None):
 def _serve_mlflow(daemons: _Daemons, net: "netns.Network", folder: Path) -> str:
     """launchers/mlflow_server.sh on the login host, bound to its address on the test network."""
     folder.mkdir()
-    from conftest import _empty_store  # here: conftest imports this module
-
-    shutil.copy(_empty_store(), folder / "mlflow.db")  # made once a session: a fresh schema takes the server seconds
+    empty_store_in(folder)  # made once a session: a fresh schema takes the server seconds
     address = net.hosts["login"].address
     daemons.env = {**daemons.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{daemons.env['PATH']}"}
     daemons.start("mlflow", "--host", address, "--port", "5000", "--workers", "1",

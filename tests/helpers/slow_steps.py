@@ -1,6 +1,6 @@
 """A profiler whose callback makes steps slow on purpose, for tests of what a run prints while it waits.
 
-profiler._target_=slow_steps.SlowSteps (with tests/ on PYTHONPATH) is profiler=none plus a callback
+profiler._target_=helpers.slow_steps.SlowSteps (with tests/ on PYTHONPATH) is profiler=none plus a callback
 that adds FIRST_S seconds to the first step, as slow as a first step that autotunes cuDNN or
 compiles, and STEP_S to each later one. It is added to the rank's Trainer as any profiler's
 callbacks are (rn50/options/profilers.py), and rn50 runs it through its launcher and a rank, unchanged.
