@@ -18,7 +18,7 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as SubmititSlurmLauncher
 from omegaconf import DictConfig
 
-from rn50.config import schema
+from rn50.config import reads
 from rn50.launcher import launch, slurm_jobs
 from rn50.launcher.stop import PARENT_ENV
 from rn50.point import identity
@@ -77,7 +77,7 @@ class SlurmLauncher(SubmititSlurmLauncher):
         earlier = tracking.sweeps.earlier_point(cfg.mlflow.tracking_uri, parent, config_hash)
         if not tracking.sweeps.done_before(earlier):
             return None
-        log.info("%s: finished before as run %s, not submitted again", schema.run_name(cfg), earlier.info.run_id)
+        log.info("%s: finished before as run %s, not submitted again", reads.run_name(cfg), earlier.info.run_id)
         return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED,
                          _return_value={"run_id": earlier.info.run_id, **earlier.data.metrics})
 

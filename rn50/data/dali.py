@@ -22,7 +22,7 @@ from nvidia.dali.backend import ReleaseUnusedMemory
 from nvidia.dali.pipeline import OperatorConcurrency, StreamPolicy
 from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
-from rn50.config.schema import DaliConfig
+from rn50.config.dali_schema import DaliConfig
 from rn50.data.modules import IMAGENET_MEAN, IMAGENET_STD, eval_resize, load_rgb
 from rn50.errors import Rn50Error
 

@@ -21,9 +21,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from rn50 import console
-from rn50.config import schema
+from rn50.config import reads
 from rn50.config.compilation import check_cuda_graphs
-from rn50.config.schema import Accelerator, Device, dist_name, nodes_gpus, world_size
+from rn50.config.schema import Accelerator, Device
+from rn50.config.reads import dist_name, nodes_gpus, world_size
 from rn50.errors import ConfigError
 from rn50.heap import lasting_imports
 from rn50.launcher import pool
@@ -120,7 +121,7 @@ def set_num_classes(cfg: DictConfig, pipeline=None) -> None:
     run's data option, where the caller has it."""
     found = (pipeline or pipelines.of(cfg)).classes(cfg)
     if cfg.model.num_classes is None:
-        cfg.model.num_classes = found or schema.DEFAULT_CLASSES
+        cfg.model.num_classes = found or reads.DEFAULT_CLASSES
     elif found:
         checks.check_classes(cfg.data.root, cfg.model.num_classes, found)
 

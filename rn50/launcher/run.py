@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rn50 import console
-from rn50.config import schema
+from rn50.config import reads
 from rn50.config.schema import TrainName
 from rn50.errors import ConfigError, RunFailed, failure_kind
 from rn50.launcher import launch, slurm_jobs
@@ -44,7 +44,7 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
     out = Path(HydraConfig.get().runtime.output_dir)
     cluster = clusters.of(cfg) if cluster is None else cluster  # the run's; the other options are built with it, in the checks below
     cfg = launch.for_this_host(cfg, cluster)  # device=auto on a host without a GPU: the CPU profile
-    name = schema.run_name(cfg)
+    name = reads.run_name(cfg)
     if cfg.dry_run:
         print(launch.dry_run(cfg, HydraConfig.get().overrides.task, cluster))
         return None
@@ -63,7 +63,7 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
         if (parent or cfg.mlflow.run_id) and rank == 0:  # a sweep point that cannot run is still a row
             lifecycle.record_failure(cfg, name, tags, parent, exc)
         raise
-    name = schema.run_name(cfg)  # with the accelerator resolved: a run that fell back to the CPU says so
+    name = reads.run_name(cfg)  # with the accelerator resolved: a run that fell back to the CPU says so
     # Every rank asks, so that all of a SLURM job's tasks skip together; a job whose run was made
     # before it was submitted (mlflow.run_id) was already asked about by its launcher.
     if parent and cfg.sweep.resume and not cfg.mlflow.run_id:
@@ -139,7 +139,7 @@ def described(cfg: DictConfig, summary: dict) -> dict:
     """A point's summary with what the sweep's line for it says (rn50/measure/meter.py point_line), from the
     config it ran: the CPU profile changes the config Hydra composed for it."""
     return {"arch": cfg.model.arch.value, "precision": cfg.precision.name, "batch_size": cfg.data.batch_size,
-            "dist": schema.dist_name(cfg), "accelerator": cfg.dist.accelerator.value, **summary}
+            "dist": reads.dist_name(cfg), "accelerator": cfg.dist.accelerator.value, **summary}
 
 
 def finished_before(cfg: DictConfig, parent: str, config_hash: str, name: str, say: bool) -> Optional[dict]:
@@ -173,7 +173,7 @@ def run_tags(cfg: DictConfig, out: Path) -> dict:
         "command": " ".join(["python -m rn50", *overrides]),
         **owners.owner_tags(),  # launch_host and this process: a run it leaves open is closed later
         "output_dir": str(out),
-        "dist": schema.dist_name(cfg),
+        "dist": reads.dist_name(cfg),
         "cluster": cfg.cluster.name,
         tracking.runs.HASH_TAG: identity.config_hash(cfg),  # finds a sweep point again (sweep.resume)
         **({"slurm_job_id": os.environ["SLURM_JOB_ID"]} if "SLURM_JOB_ID" in os.environ else {}),

@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rn50.config.schema import dist_name, run_name
+from rn50.config.reads import dist_name, run_name
 from rn50.errors import RunFailed
 from rn50.launcher import launch
 from rn50.results import resume

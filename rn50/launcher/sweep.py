@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 
 from rn50 import STARTED
 from rn50.config.messages import reported
-from rn50.config.schema import nodes_gpus
+from rn50.config.reads import nodes_gpus
 from rn50.errors import ConfigError, Rn50Error
 from rn50.launcher import pool
 from rn50.launcher.stop import PARENT_ENV, URI_ENV

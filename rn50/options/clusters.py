@@ -31,7 +31,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from rn50.config.schema import positive, dist_name
+from rn50.config.reads import dist_name, positive
 from rn50.errors import ConfigError
 from rn50.options import components
 from rn50.wire import POOL_ENV

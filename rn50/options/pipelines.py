@@ -18,7 +18,9 @@ from typing import ContextManager
 
 from omegaconf import DictConfig
 
-from rn50.config.schema import Accelerator, DaliDtype, DaliTrainingStream, TrainName, positive, is_auto
+from rn50.config.dali_schema import DaliDtype, DaliTrainingStream
+from rn50.config.schema import Accelerator, TrainName
+from rn50.config.reads import is_auto, positive
 from rn50.errors import ConfigError, Rn50Error
 from rn50.options import checks, components, precision
 

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
-from rn50.config.schema import positive
+from rn50.config.reads import positive
 from rn50.errors import ConfigError
 from rn50.options import components
 

@@ -20,7 +20,7 @@ from typing import Callable, List, Optional
 
 from omegaconf import DictConfig
 
-from rn50.config.schema import positive
+from rn50.config.reads import positive
 from rn50.options import components
 from rn50.profiling import ncu
 

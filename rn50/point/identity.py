@@ -12,7 +12,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from rn50.config.schema import DEFAULT_CLASSES, DaliConfig, OptimName, TrainName
+from rn50.config.dali_schema import DaliConfig
+from rn50.config.schema import OptimName, TrainName
+from rn50.config.reads import DEFAULT_CLASSES
 from rn50.options.pipelines import Dali, Pipeline
 
 # The class paths the built-in options had before rn50's modules moved into packages (issue 28).

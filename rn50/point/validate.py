@@ -9,7 +9,8 @@ from omegaconf import DictConfig
 from rn50.config import keys
 from rn50.config.compilation import check_cuda_graphs, normalise_cuda_graphs
 from rn50.config.messages import unknown_key_message
-from rn50.config.schema import AUTO_BATCH, MIN_IMAGE_SIZE, OptimName, TrainName, positive
+from rn50.config.schema import MIN_IMAGE_SIZE, OptimName, TrainName
+from rn50.config.reads import AUTO_BATCH, positive
 from rn50.errors import ConfigError
 from rn50.options import pipelines
 from rn50.options.components import Options

@@ -18,7 +18,8 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from omegaconf import DictConfig
 
 from rn50 import wire
-from rn50.config.schema import Accelerator, dist_name, world_size
+from rn50.config.schema import Accelerator
+from rn50.config.reads import dist_name, world_size
 from rn50.errors import ConfigError, RunFailed
 
 log = logging.getLogger(__name__)

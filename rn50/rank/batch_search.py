@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 
 from rn50.config.compilation import CAPTURING_MODES, compile_mode
-from rn50.config.schema import is_auto, world_size
+from rn50.config.reads import is_auto, world_size
 from rn50.console import terminal
 from rn50.errors import Rn50Error, failure_kind
 from rn50.measure.device import DeviceClock

@@ -24,7 +24,8 @@ import torch
 
 from rn50 import console
 from rn50.config.compilation import compile_mode
-from rn50.config.schema import Accelerator, TrainName, world_size
+from rn50.config.schema import Accelerator, TrainName
+from rn50.config.reads import world_size
 from rn50.config.typed import typed
 from rn50.distributed import peers
 from rn50.errors import error_line, failure_kind

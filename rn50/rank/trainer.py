@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 
-from rn50.config.schema import world_size
+from rn50.config.reads import world_size
 from rn50.distributed import peers
 from rn50.options.components import Options
 from rn50.profiling.nvtx import NvtxRanges

@@ -16,7 +16,9 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from rn50.config.schema import Accelerator, world_size
+from rn50.config.schema import Accelerator
+
+from rn50.config.reads import world_size
 from rn50.errors import Requeued
 from rn50.measure import environment
 from rn50.rank.progress import EpochProgress

@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple
 
 from rn50.config import keys
 from rn50.config.messages import reported
-from rn50.config.schema import nodes_gpus
+from rn50.config.reads import nodes_gpus
 from rn50.errors import Rn50Error
 from rn50.point.identity import MOVED_KEYS, NOT_IMAGES_PER_SEC
 from rn50.results import report

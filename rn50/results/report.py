@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from rn50.config.messages import reported
-from rn50.config.schema import nodes_gpus
+from rn50.config.reads import nodes_gpus
 from rn50 import tracking
 from rn50.errors import Rn50Error
 from rn50.results.rows import (ACCURACY_COLUMNS, COLUMNS, COMM_COLUMNS, CSV_EXTRA, DEVICE_NAMES, collect, rounded,

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from rn50.config.schema import TrainName, dist_name, world_size
+from rn50.config.schema import TrainName
+
+from rn50.config.reads import dist_name, world_size
 from rn50.measure import comm, host, mfu, nvml, timing, trained
 from rn50.wire import RankResult
 

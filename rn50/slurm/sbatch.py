@@ -19,7 +19,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import DictConfig, OmegaConf
 
-from rn50.config.schema import Accelerator, TrainName, dist_name
+from rn50.config.schema import Accelerator, TrainName
+
+from rn50.config.reads import dist_name
 from rn50.errors import ConfigError
 
 SUBMITIT_GENERIC = set(OmegaConf.structured(BaseQueueConf).keys())

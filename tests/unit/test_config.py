@@ -7,7 +7,8 @@ from omegaconf.errors import ValidationError
 from helpers import CONF
 from rn50.errors import ConfigError
 from rn50.config.messages import one_line
-from rn50.config.schema import Accelerator, Arch, Device, dist_name
+from rn50.config.schema import Accelerator, Arch, Device
+from rn50.config.reads import dist_name
 from rn50.options.profilers import profiled_steps
 from rn50.point.identity import config_hash
 from rn50.point.validate import validate
