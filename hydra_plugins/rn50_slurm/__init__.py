@@ -33,8 +33,7 @@ class SlurmLauncher(SubmititSlurmLauncher):
         HydraConfig.instance().set_config(self.config)  # resolves ${hydra:runtime.cwd} in the job configs
         configs = [self.hydra_context.config_loader.load_sweep_config(self.config, list(o)) for o in job_overrides]
         hashes = [identity.config_hash(cfg) for cfg in configs]  # as composed, as each job's run is tagged
-        for cfg in configs:
-            launch.preflight(cfg, here=False)
+        configs = [launch.preflight(cfg, here=False).cfg for cfg in configs]  # each job's run, as decided
         plans = [slurm.resources(cfg, self.params) for cfg in configs]
         if self.config.dry_run:  # what would be asked for, whatever this host's SLURM has
             for idx, (overrides, params) in enumerate(zip(job_overrides, plans), initial_job_idx):

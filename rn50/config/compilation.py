@@ -7,7 +7,7 @@ optimizer on the host between forward and backward, which a whole-step graph can
 in the bare loop the whole-step graph added nothing over compiling (benchmarks/notes/2026-11-23-frontier.md).
 """
 
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from omegaconf import DictConfig
 
@@ -29,7 +29,7 @@ def compile_mode(model_cfg) -> Optional[str]:
 
 
 def check_cuda_graphs(cfg: DictConfig) -> None:
-    """Refuse CUDA graphs where they cannot be captured; a pure check (normalise_cuda_graphs records
+    """Refuse CUDA graphs where they cannot be captured; a pure check (cuda_graph_keys says
     what a valid config captures).
 
     model.cuda_graphs=true needs model.compile=true (the graphs are torch.compile's), and a GPU;
@@ -71,13 +71,13 @@ def captures(model_cfg) -> bool:
     return model_cfg.cuda_graphs or (model_cfg.compile and model_cfg.compile_mode.value in CAPTURING_MODES)
 
 
-def normalise_cuda_graphs(cfg: DictConfig) -> None:
-    """A normalisation, run on a config check_cuda_graphs passed: a run that captures gets
-    model.cuda_graphs=true, and model.compile_mode=default becomes reduce-overhead, the mode that
-    captures, so that the recorded config (and its hash) says what ran."""
-    model = cfg.model
-    if not captures(model):
-        return
-    model.cuda_graphs = True
-    if model.compile_mode.value == "default":
-        model.compile_mode = CompileMode["reduce-overhead"]
+def cuda_graph_keys(model_cfg) -> Dict[str, Any]:
+    """What a run that captures records, for a config check_cuda_graphs passed (preflight decides
+    them): model.cuda_graphs=true, and model.compile_mode=default as reduce-overhead, the mode that
+    captures, so that the recorded config says what ran. Nothing for a run that does not capture."""
+    if not captures(model_cfg):
+        return {}
+    keys: Dict[str, Any] = {"model.cuda_graphs": True}
+    if model_cfg.compile_mode.value == "default":
+        keys["model.compile_mode"] = CompileMode["reduce-overhead"]
+    return keys

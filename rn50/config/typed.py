@@ -1,7 +1,9 @@
-"""A resolved config typed again: what a rank, a SLURM job and a tool read from resolved YAML."""
+"""A resolved config typed again (what a rank, a SLURM job and a tool read from resolved YAML), and a
+config with what was decided after composing it (decided)."""
 
 import dataclasses
-from typing import Any
+from copy import deepcopy
+from typing import Any, Dict
 
 from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, OmegaConf
@@ -27,3 +29,15 @@ def typed(tree: Any) -> DictConfig:
         if fits:
             schema[group] = OmegaConf.structured(min(fits, key=lambda c: len(dataclasses.fields(c))))
     return OmegaConf.merge(schema, cfg)
+
+
+def decided(cfg: DictConfig, changes: Dict[str, Any]) -> DictConfig:
+    """A copy of cfg with `changes` (dotted keys) set, read-only: how a decision made after composing
+    (this host's accelerator, the data's classes, the batch a search chose) is handed on. cfg itself is
+    never written, so what was composed and what was decided stay apart, and a later write fails."""
+    copy = deepcopy(cfg)
+    OmegaConf.set_readonly(copy, False)
+    for key, value in changes.items():
+        OmegaConf.update(copy, key, value, merge=False)
+    OmegaConf.set_readonly(copy, True)
+    return copy

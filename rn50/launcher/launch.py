@@ -12,8 +12,9 @@ Nothing here imports torch: the GPU count comes from NVML.
 import contextlib
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, Optional
 
 from hydra import compose
 from hydra.core.hydra_config import HydraConfig
@@ -22,9 +23,10 @@ from omegaconf import DictConfig
 
 from rn50 import console
 from rn50.config import reads
-from rn50.config.compilation import check_cuda_graphs
-from rn50.config.schema import Accelerator, Device
+from rn50.config.compilation import check_cuda_graphs, cuda_graph_keys
 from rn50.config.reads import dist_name, nodes_gpus, world_size
+from rn50.config.schema import Accelerator, Device
+from rn50.config.typed import decided
 from rn50.errors import ConfigError
 from rn50.heap import lasting_imports
 from rn50.launcher import pool
@@ -98,32 +100,49 @@ def for_this_host(cfg: DictConfig, cluster) -> DictConfig:
     return profiled
 
 
-def preflight(cfg: DictConfig, here: bool = True, options: Optional[Options] = None, cluster=None) -> Options:
-    """Everything that can be wrong before a process starts, and two normalisations that need this
-    host: dist.accelerator=auto becomes the device found here, model.num_classes=null the data's
-    classes (set_num_classes). The run's options, built here once (unless handed in; cluster: its
-    cluster option, where the caller built it), for the caller to hand on."""
+@dataclass(frozen=True)
+class Preflight:
+    """What the checks before any process starts decided, handed on as one value: the launcher records
+    and starts `cfg`, and its ranks run it."""
+
+    cfg: DictConfig
+    """The run's config with the decisions in it, read-only (typed.decided); the composed one is left as it was."""
+    options: Options
+    """The run's options, built once."""
+    decided: Dict[str, Any]
+    """What was decided, as dotted keys: dist.accelerator (auto becomes the device found here),
+    model.num_classes (null becomes the data's classes), and, for a run that captures CUDA graphs,
+    model.cuda_graphs with model.compile_mode (compilation.cuda_graph_keys)."""
+
+
+def preflight(cfg: DictConfig, here: bool = True, options: Optional[Options] = None, cluster=None) -> Preflight:
+    """Everything that can be wrong before a process starts, and what this host decides for the run.
+    options: built here once unless handed in; cluster: the run's cluster option, where the caller built it."""
     validate.check_declared(cfg)  # a key added with + that the schema does not know
     options = options or Options.of(cfg, cluster=cluster)
     validate.validate(cfg, options)
-    cfg.dist.accelerator = resolve_accelerator(cfg, options.cluster, here)  # normalisation
-    check_cuda_graphs(cfg)  # again: dist.accelerator=auto may have become cpu
-    console.cpu_precision_warning(options.precision, cfg.dist.accelerator)
-    options.data.preflight(cfg, world=world_size(cfg))
-    set_num_classes(cfg, options.data)
-    options.profiler.preflight(cfg)
-    return options
+    accelerator = resolve_accelerator(cfg, options.cluster, here)
+    run = decided(cfg, {"dist.accelerator": accelerator})
+    if accelerator != cfg.dist.accelerator:  # auto became a device: CUDA graphs need it to be a GPU
+        check_cuda_graphs(run)
+    console.cpu_precision_warning(options.precision, accelerator)
+    options.data.preflight(run, world=world_size(run))
+    classes = num_classes(run, options.data)
+    options.profiler.preflight(run)
+    choices = {"dist.accelerator": accelerator, "model.num_classes": classes, **cuda_graph_keys(run.model)}
+    return Preflight(decided(cfg, choices), options, choices)
 
 
-def set_num_classes(cfg: DictConfig, pipeline=None) -> None:
-    """model.num_classes=null: the data's classes (class folders), else ImageNet's 1000; a head
-    narrower than the data's labels is refused (a label past it cannot be learned). pipeline: the
-    run's data option, where the caller has it."""
+def num_classes(cfg: DictConfig, pipeline=None) -> int:
+    """The network's classes: model.num_classes, or where it is null the data's classes (class folders),
+    else ImageNet's 1000; a head narrower than the data's labels is refused (a label past it cannot be
+    learned). pipeline: the run's data option, where the caller has it."""
     found = (pipeline or pipelines.of(cfg)).classes(cfg)
     if cfg.model.num_classes is None:
-        cfg.model.num_classes = found or reads.DEFAULT_CLASSES
-    elif found:
+        return found or reads.DEFAULT_CLASSES
+    if found:
         checks.check_classes(cfg.data.root, cfg.model.num_classes, found)
+    return cfg.model.num_classes
 
 
 def process_rank(cfg: DictConfig, cluster) -> int:
@@ -182,5 +201,5 @@ def dry_run(cfg: DictConfig, overrides, cluster=None) -> str:
     """What dry_run=true prints, after the checks that can be made from this host. cluster: the run's
     cluster option, where the caller built it."""
     options = Options.of(cfg, cluster=cluster)
-    preflight(cfg, here=options.cluster.rank_env is None, options=options)
-    return options.cluster.dry_run(cfg, list(overrides))  # a SLURM --multirun's jobs print from hydra_plugins/
+    run = preflight(cfg, here=options.cluster.rank_env is None, options=options).cfg
+    return options.cluster.dry_run(run, list(overrides))  # a SLURM --multirun's jobs print from hydra_plugins/

@@ -44,26 +44,26 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
     out = Path(HydraConfig.get().runtime.output_dir)
     cluster = clusters.of(cfg) if cluster is None else cluster  # the run's; the other options are built with it, in the checks below
     cfg = launch.for_this_host(cfg, cluster)  # device=auto on a host without a GPU: the CPU profile
-    name = reads.run_name(cfg)
     if cfg.dry_run:
         print(launch.dry_run(cfg, HydraConfig.get().overrides.task, cluster))
         return None
     if cluster.submits():  # SLURM, from a login node: one job for the run, waited on here
         submitted = slurm_jobs.submit_run(cfg, out, identity.config_hash(cfg), sys.argv[1:], cluster)
-        return say_done(cfg, name, submitted, out, parent)
+        return say_done(cfg, reads.run_name(cfg), submitted, out, parent)
     rank = launch.process_rank(cfg, cluster)
     tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed
     try:
         # The run's options, built once for this process: a point whose option cannot be built is a row.
-        options = launch.preflight(cfg, cluster=cluster)
+        flight = launch.preflight(cfg, cluster=cluster)
+        cfg, options = flight.cfg, flight.options  # the run as decided here, read-only from now on
         params = tracking.runs.config_params(cfg)
         continued = resume.run_to_continue(cfg, out, params)  # train.resume, or a requeued SLURM job
         tracking.health.check_reachable(cfg.mlflow.tracking_uri, open_store=False)
     except ConfigError as exc:
         if (parent or cfg.mlflow.run_id) and rank == 0:  # a sweep point that cannot run is still a row
-            lifecycle.record_failure(cfg, name, tags, parent, exc)
+            lifecycle.record_failure(cfg, reads.run_name(cfg), tags, parent, exc)
         raise
-    name = reads.run_name(cfg)  # with the accelerator resolved: a run that fell back to the CPU says so
+    name = reads.run_name(cfg)  # with the accelerator decided: a run that fell back to the CPU says so
     # Every rank asks, so that all of a SLURM job's tasks skip together; a job whose run was made
     # before it was submitted (mlflow.run_id) was already asked about by its launcher.
     if parent and cfg.sweep.resume and not cfg.mlflow.run_id:

@@ -193,7 +193,7 @@ def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str], cl
     launcher = slurm.launcher_params()
     if OmegaConf.to_container(HydraConfig.get().launcher)["submitit_folder"] == slurm.SWEEP_FOLDER:
         launcher["submitit_folder"] = str(out / ".submitit" / "%j")  # its own, not multirun/'s
-    launch.preflight(cfg, here=False, cluster=cluster)
+    cfg = launch.preflight(cfg, here=False, cluster=cluster).cfg  # the job's run, as decided
     params = slurm.resources(cfg, launcher)
     slurm.check_nodes(cfg)
     tracking.health.check_reachable(cfg.mlflow.tracking_uri)

@@ -23,8 +23,9 @@ class Component:
     name: Optional[str] = None
     """The option's name, which <group>.name must then be; None lets the YAML's name stand."""
     keys: Any = None
-    """The option's own keys, cfg.<group> (typed by its schema; `of` sets them): the node itself,
-    so that a normalisation (data.batch_size=auto's search) is what the option reads."""
+    """The option's own keys, cfg.<group> as composed (typed by its schema; `of` sets them). What is
+    decided later (launcher/launch.py's preflight, a rank's batch search) is in the config the calls
+    are handed, never written here."""
     run: Optional["Options"] = None
     """The run's options, this one among them, where they were built together (Options.of): how one
     option reads another (data=dali's float16 output follows the precision's autocast)."""

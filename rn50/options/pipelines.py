@@ -57,8 +57,9 @@ def build(cfg: DictConfig, endless: bool = True):
 
 
 class Pipeline(components.Component):
-    """What every data option answers. Its keys (cfg.data) are `self.keys`; the calls take the
-    whole cfg for the other groups' keys they read (the model's head, the precision, train)."""
+    """What every data option answers. Its keys as composed (cfg.data) are `self.keys`, which the checks
+    read; the calls take the run's cfg for what was decided after composing (the batch a search chose,
+    the model's head) and the other groups' keys (the precision, train), and build() reads cfg.data."""
 
     labelled = True
     """Images with real labels: train=accuracy can learn from them."""
@@ -88,7 +89,7 @@ class Synthetic(Pipeline):
     name, labelled, unlabelled_why, fixed_batch = "synthetic", False, "is random", True
 
     def build(self, cfg: DictConfig, endless: bool):
-        d = self.keys
+        d = cfg.data  # the run's, with the batch its search chose
         return in_rank().SyntheticData(d.batch_size, d.image_size, cfg.model.num_classes, cfg.model.channels_last, cfg.seed)
 
 
@@ -117,7 +118,7 @@ class ImageFolder(FileReader):
     name = "imagefolder"
 
     def build(self, cfg: DictConfig, endless: bool):
-        d = self.keys
+        d = cfg.data  # the run's, with the batch its search chose
         return in_rank().ImageFolderData(d.root, d.batch_size, d.image_size, d.num_workers, cfg.model.channels_last, cfg.seed,
                                endless=endless, validate=cfg.train.name == TrainName.accuracy)
 
@@ -169,7 +170,7 @@ class Dali(FileReader):
         super().preflight(cfg, world)
 
     def build(self, cfg: DictConfig, endless: bool):
-        d = self.keys
+        d = cfg.data  # the run's, with the batch its search chose
         fp16 = d.dali.output_dtype == DaliDtype.float16 or (
             d.dali.output_dtype == DaliDtype.auto and self._autocast(cfg) == "float16")
         threads = d.dali.num_threads if d.dali.num_threads is not None else d.num_workers

@@ -7,7 +7,7 @@ from typing import Optional
 from omegaconf import DictConfig
 
 from rn50.config import keys
-from rn50.config.compilation import check_cuda_graphs, normalise_cuda_graphs
+from rn50.config.compilation import check_cuda_graphs
 from rn50.config.messages import unknown_key_message
 from rn50.config.schema import MIN_IMAGE_SIZE, OptimName, TrainName
 from rn50.config.reads import AUTO_BATCH, positive
@@ -24,8 +24,8 @@ def check_declared(cfg) -> None:
 
 
 def validate(cfg: DictConfig, options: Optional[Options] = None) -> DictConfig:
-    """Range checks the types cannot express, then one normalisation: a run that captures CUDA
-    graphs records it (compilation.normalise_cuda_graphs). Raises ConfigError naming the dotted key.
+    """Range checks the types cannot express; a pure check, which changes nothing (what preflight decides
+    after it is launcher/launch.py's). Raises ConfigError naming the dotted key.
     options: the run's (components.Options), where the caller built them; else they are built here,
     once, where the first option's checks begin."""
     _check_batch_size(cfg)
@@ -63,7 +63,6 @@ def validate(cfg: DictConfig, options: Optional[Options] = None) -> DictConfig:
         positive(cfg, "mfu.peak_tflops", "give the GPU's peak dense TFLOP/s, or null", 1e-6)
     options.profiler.check(cfg)
     check_cuda_graphs(cfg)
-    normalise_cuda_graphs(cfg)  # the one step here that changes the config, once it is valid
     return cfg
 
 

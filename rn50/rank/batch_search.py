@@ -234,10 +234,9 @@ def make_probe(cfg, device, limits: Limits, precision) -> Callable[[int], Option
     return probe
 
 
-def resolve_auto_batch(cfg, device_type: str, options: Options,
-                       limits: Optional[Limits] = None) -> Optional[SearchResult]:
-    """For data.batch_size=auto: search on this rank's device and set cfg.data.batch_size to the
-    batch found. None (and nothing changed) for a fixed batch.
+def search_batch(cfg, device_type: str, options: Options, limits: Optional[Limits] = None) -> Optional[SearchResult]:
+    """For data.batch_size=auto: search on this rank's device for the batch to run (result.batch, which the
+    caller hands on in the run's config: typed.decided). None for a fixed batch.
 
     With several ranks every rank searches on its own device at once, then all take rank 0's
     batch: this joins the ranks' process group first (join_ranks), which Lightning then uses.
@@ -272,7 +271,6 @@ def resolve_auto_batch(cfg, device_type: str, options: Options,
         if meter is not None:
             meter.stop()
     result.batch = agree_on_batch(result.batch)
-    cfg.data.batch_size = result.batch
     log.info("batch search: chose batch %d per device after %d probes (%d steps, %.1f s)",
              result.batch, len(result.probes), result.steps, result.seconds)
     if device.type == "cuda":

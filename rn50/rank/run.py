@@ -21,12 +21,13 @@ from typing import List, Optional
 
 import pytorch_lightning as pl
 import torch
+from omegaconf import OmegaConf
 
 from rn50 import console
 from rn50.config.compilation import compile_mode
 from rn50.config.schema import Accelerator, TrainName
 from rn50.config.reads import world_size
-from rn50.config.typed import typed
+from rn50.config.typed import decided, typed
 from rn50.distributed import peers
 from rn50.errors import error_line, failure_kind
 from rn50.measure import environment
@@ -44,7 +45,10 @@ from rn50.wire import POOL_ENV, Done, Failed, RankResult, Ready, Task, rank_log
 
 
 def load_config(text: str):
-    return typed(text)
+    """The run's config as the launcher decided it, read-only in the rank too."""
+    cfg = typed(text)
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
 
 
 def run_rank(cfg, out: Path, options: Optional[Options] = None) -> Optional[List[RankResult]]:
@@ -68,7 +72,9 @@ def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]
     """A throughput run's rank: warm-up, the timed windows, then the profilers."""
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
     set_math_mode(options.precision.tf32)
-    search = batch_search.resolve_auto_batch(cfg, device_type, options)  # data.batch_size=auto: sets the batch
+    search = batch_search.search_batch(cfg, device_type, options)  # data.batch_size=auto
+    if search is not None:  # the run goes on at the batch chosen
+        cfg = decided(cfg, {"data.batch_size": search.batch})
     pl.seed_everything(cfg.seed, verbose=False)
     model = ResNetModule(cfg.model, cfg.optim, optimizers.fused_default(cfg.optim, device_type))
     throughput = ThroughputCallback(cfg.bench, cfg.telemetry, device_type)

@@ -31,7 +31,8 @@ from hydra import compose, initialize_config_dir
 
 from rn50.config.directory import config_dir
 from rn50.config.messages import one_line
-from rn50.launcher.launch import set_num_classes
+from rn50.config.typed import decided
+from rn50.launcher.launch import num_classes
 from rn50.measure import environment, nvml
 from rn50.measure.device import DeviceClock, handle_for_cuda_device
 from rn50.measure.timing import WindowTimer, host_lead
@@ -241,8 +242,7 @@ def dali_config(args, device: torch.device):
         cfg = compose("config", overrides=overrides)
     options = Options.of(cfg)
     validate(cfg, options)
-    set_num_classes(cfg, options.data)
-    return cfg, options.data
+    return decided(cfg, {"model.num_classes": num_classes(cfg, options.data)}), options.data
 
 
 def dali_batches(cfg, pipeline, device: torch.device, rank: int, world: int) -> Iterator:

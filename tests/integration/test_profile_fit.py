@@ -5,14 +5,13 @@ import pytorch_lightning as pl
 from helpers import TINY
 from rn50.options import pipelines
 from rn50.options import precision
-from rn50.launcher.launch import set_num_classes
+from rn50.launcher.launch import preflight
 from rn50.recipe.model import ResNetModule
 from rn50.profiling.nvtx import NvtxRanges
 
 
 def test_nvtx_ranges_nest_and_balance_in_lightnings_hook_order(compose_cfg):
-    cfg = compose_cfg(TINY)
-    set_num_classes(cfg)  # as the launcher's preflight does
+    cfg = preflight(compose_cfg(TINY)).cfg  # as the launcher hands it on
     calls = []
     ranges = NvtxRanges(push=calls.append, pop=lambda: calls.append("pop"))
     trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=2, callbacks=[ranges], logger=False,

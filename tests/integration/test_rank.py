@@ -5,13 +5,12 @@ import io
 import pickle
 
 from helpers import TINY
-from rn50.launcher.launch import set_num_classes
+from rn50.launcher.launch import preflight
 from rn50.profiling.ncu_range import NcuRange
 from rn50.profiling.nvtx import NvtxRanges
 from rn50.profiling.torch_profile import TorchProfile
 from rn50.rank.run import run_rank
 from rn50.rank.trainer import build_trainer, profiling_callbacks
-from rn50.config.schema import Accelerator
 from rn50.options.components import Options
 from rn50.point.validate import validate
 from rn50.rank.throughput import ThroughputCallback
@@ -48,9 +47,7 @@ def test_nvtx_ranges_only_on_gpus_and_when_asked(compose_cfg, tmp_path):
 
 def test_one_rank_in_this_process(compose_cfg, tmp_path):
     """The fast smoke test of a rank: every measured step is in the result rank 0 returns."""
-    cfg = validate(compose_cfg(TINY + ["precision=fp32", "bench.repeats=2"]))
-    cfg.dist.accelerator = Accelerator.cpu
-    set_num_classes(cfg)  # as the launcher's preflight does
+    cfg = preflight(compose_cfg(TINY + ["precision=fp32", "bench.repeats=2"])).cfg  # as the launcher hands it on
     (zero,) = run_rank(cfg, tmp_path)
     assert [len(w.step_ms) for w in zero.windows] == [2, 2]
     assert all(w.seconds > 0 for w in zero.windows) and zero.first_step_at > 0
@@ -92,9 +89,7 @@ def test_the_rank_builds_and_trains_inside_its_pipelines_stream(compose_cfg, tmp
 
     monkeypatch.setattr(pipelines.Synthetic, "training_stream", recording)
     monkeypatch.setattr(rank, "ResNetModule", Module)
-    cfg = validate(compose_cfg(TINY + ["precision=fp32"]))
-    set_num_classes(cfg)  # as the launcher's preflight does
-    cfg.dist.accelerator = Accelerator.cpu
+    cfg = preflight(compose_cfg(TINY + ["precision=fp32"])).cfg  # as the launcher hands it on
     run_rank(cfg, tmp_path)
     assert seen == [("built", True), ("trained", True)] and not inside
 

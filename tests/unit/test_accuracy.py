@@ -49,8 +49,8 @@ def test_bad_input_is_refused_before_any_run(compose_cfg, tmp_path):
     def refused(overrides, match, out=tmp_path / "out"):
         cfg = compose_cfg([*SETTLED, "data.batch_size=2", *overrides])
         with pytest.raises(ConfigError, match=match):
-            launch.preflight(cfg)
-            resume.run_to_continue(cfg, out, tracking.runs.config_params(cfg))
+            run = launch.preflight(cfg).cfg
+            resume.run_to_continue(run, out, tracking.runs.config_params(run))
 
     tree = make_tree(tmp_path / "tree")
     refused([], r"data=synthetic is random; use data=imagefolder or data=dali")
@@ -73,7 +73,7 @@ def test_bad_input_is_refused_before_any_run(compose_cfg, tmp_path):
     (out / "checkpoints").mkdir(parents=True)
     torch.save({"epoch": 1, "state_dict": {"w": torch.ones(4096)}}, out / "checkpoints" / "last.ckpt")
     cfg = compose_cfg([*SETTLED, "data.batch_size=2", "data=imagefolder", f"data.root={tree}", "model=resnet18"])
-    launch.preflight(cfg)  # as a run remembers its params: resolved (model.num_classes follows the folders)
+    cfg = launch.preflight(cfg).cfg  # as a run remembers its params: decided (model.num_classes follows the folders)
     resume.remember(out, "run123", tracking.runs.config_params(cfg))
     refused(["data=imagefolder", f"data.root={tree}", "train.resume=true"],
             r"the checkpoint in .* was trained with model\.arch=resnet18, not model\.arch=resnet50")
@@ -82,7 +82,7 @@ def test_bad_input_is_refused_before_any_run(compose_cfg, tmp_path):
     resume.remember(out, "run123", older)
     resumed = compose_cfg([*SETTLED, "data.batch_size=2", "data=imagefolder", f"data.root={tree}", "model=resnet18",
                            "train.resume=true"])
-    launch.preflight(resumed)
+    resumed = launch.preflight(resumed).cfg
     assert resume.run_to_continue(resumed, out, tracking.runs.config_params(resumed)) == "run123"
     # A checkpoint from before issue 28 moved the options' classes (data._target_=rn50.pipelines.ImageFolder).
     moved = {k: v.replace("rn50.options.", "rn50.") if k.endswith("._target_") else v

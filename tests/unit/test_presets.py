@@ -2,9 +2,11 @@
 
 import pytest
 
-from rn50.config.compilation import check_cuda_graphs, compile_mode, normalise_cuda_graphs
+from rn50.config.compilation import check_cuda_graphs, compile_mode, cuda_graph_keys
+from rn50.config.typed import decided
+from rn50.launcher.launch import preflight
 from rn50.errors import ConfigError
-from rn50.config.schema import Accelerator, OptimName
+from rn50.config.schema import Accelerator, CompileMode, OptimName
 from rn50.point.validate import validate
 from rn50.recipe.optimizers import fused_default
 
@@ -20,7 +22,10 @@ def test_fastest_is_the_best_measured_setting(compose_cfg):
     assert cfg.model.compile and cfg.model.cuda_graphs and cfg.model.channels_last
     assert cfg.model.autotune_pointwise and cfg.model.autotune_coordinate_descent
     validate(cfg)
-    assert compile_mode(cfg.model) == "reduce-overhead" and cfg.model.compile_mode.value == "reduce-overhead"
+    assert compile_mode(cfg.model) == "reduce-overhead" and cfg.model.compile_mode.value == "default"
+    # What the run records: preflight decides the mode that captures (here=False: the GPUs are elsewhere)
+    run = preflight(cfg, here=False).cfg
+    assert run.model.compile_mode.value == "reduce-overhead" and cfg.model.compile_mode.value == "default"
 
 
 def test_each_step_gets_the_jpeg_decoding_measured_best_for_it(compose_cfg):
@@ -76,9 +81,13 @@ def test_captures_that_cannot_work_name_the_key(compose_cfg, overrides, message)
 def test_a_capturing_compile_mode_is_recorded_as_cuda_graphs(compose_cfg):
     cfg = on_gpu(compose_cfg(["model.compile=true", "model.compile_mode=max-autotune"]))
     check_cuda_graphs(cfg)
-    assert not cfg.model.cuda_graphs  # a check changes nothing; the normalisation records it
-    normalise_cuda_graphs(cfg)
-    assert cfg.model.cuda_graphs and compile_mode(cfg.model) == "max-autotune"
+    assert not cfg.model.cuda_graphs  # a check changes nothing; preflight records what it captures
+    assert cuda_graph_keys(cfg.model) == {"model.cuda_graphs": True}
+    run = decided(cfg, cuda_graph_keys(cfg.model))
+    assert run.model.cuda_graphs and compile_mode(run.model) == "max-autotune" and not cfg.model.cuda_graphs
+    # model.cuda_graphs=true with the default mode is recorded as the mode that captures
+    asked = on_gpu(compose_cfg(["model.compile=true", "model.cuda_graphs=true"]))
+    assert cuda_graph_keys(asked.model) == {"model.cuda_graphs": True, "model.compile_mode": CompileMode["reduce-overhead"]}
     with pytest.raises(ConfigError, match="model.compile_mode=reduce-overhead captures CUDA graphs"):
         validate(compose_cfg(["dist.accelerator=cpu", "model.compile=true", "model.compile_mode=reduce-overhead"]))
     plain = validate(compose_cfg(["model.compile_mode=reduce-overhead"]))  # not compiled: no graphs
@@ -118,7 +127,7 @@ def test_autotune_pointwise_is_set_for_each_compile_of_a_warm_rank(compose_cfg, 
     """A warm rank compiles the next sweep point in the same process: the setting follows each."""
     import torch._inductor.config as inductor
 
-    from rn50.launcher.launch import set_num_classes
+    from rn50.launcher.launch import num_classes
     from rn50.recipe.model import ResNetModule
 
     # Inductor's settings are the process's: whatever the points set, the test puts them back.
@@ -130,7 +139,7 @@ def test_autotune_pointwise_is_set_for_each_compile_of_a_warm_rank(compose_cfg, 
         (rn50/rank/run.py), from the config as the launcher hands it on (composed, validated, its
         classes set); torch.compile compiles later, with those settings."""
         cfg = validate(on_gpu(compose_cfg(["model=resnet18", *overrides])))
-        set_num_classes(cfg)  # synthetic data: ImageNet's classes
+        cfg = decided(cfg, {"model.num_classes": num_classes(cfg)})  # synthetic data: ImageNet's classes
         ResNetModule(cfg.model, cfg.optim, fused_default(cfg.optim, "cuda"))
         return inductor.max_autotune_pointwise, inductor.coordinate_descent_tuning
 
