@@ -8,6 +8,7 @@ mfu.peaks, profiler.metrics) are the user's own: nothing is suggested there.
 import dataclasses
 import enum
 import functools
+import re
 import typing
 from difflib import SequenceMatcher
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -164,3 +165,9 @@ def undeclared_keys(cfg, prefix: str = "") -> List[str]:
         elif isinstance(cfg._get_node(name), DictConfig):
             found += undeclared_keys(cfg[name], key + ".")
     return found
+
+
+def quoted(value: str) -> str:
+    """A value as an override's right-hand side, quoted as Hydra's grammar reads it back: a backslash
+    escapes only a quote or the closing quote."""
+    return "'" + re.sub(r"(\\*)('|$)", lambda m: 2 * m[1] + ("\\'" if m[2] else ""), value) + "'"

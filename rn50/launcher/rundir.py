@@ -24,9 +24,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from rn50 import owner
+from rn50.config import keys
 from rn50.config.messages import reported
 from rn50.errors import ConfigError, Rn50Error
-from rn50.launcher import slurm_jobs
 from rn50.tracking.upload import RESULT_FILE
 
 LOCK = ".rn50-run"
@@ -181,4 +181,4 @@ class RunDirectory(Callback):
         if chosen != wanted:  # each job's config is composed again from hydra.overrides.hydra
             with read_write(config), open_dict(config):
                 config.hydra.sweep.dir = str(chosen)
-                config.hydra.overrides.hydra.append(f"hydra.sweep.dir={slurm_jobs.quoted(str(chosen))}")
+                config.hydra.overrides.hydra.append(f"hydra.sweep.dir={keys.quoted(str(chosen))}")

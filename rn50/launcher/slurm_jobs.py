@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from rn50.config import keys
 from rn50.config.reads import dist_name, run_name
 from rn50.errors import RunFailed
 from rn50.launcher import launch
@@ -173,17 +174,11 @@ class RankTask:
         return None
 
 
-def quoted(value: str) -> str:
-    """A value as an override's right-hand side, quoted as Hydra's grammar reads it back: a backslash
-    escapes only a quote or the closing quote."""
-    return "'" + re.sub(r"(\\*)('|$)", lambda m: 2 * m[1] + ("\\'" if m[2] else ""), value) + "'"
-
-
 def task_argv(argv: List[str], out: Path, run_id: str) -> List[str]:
     """The command's arguments for its tasks: its output directory and the run made for it."""
     ours = {"hydra.run.dir", "mlflow.run_id"}
     kept = [a for a in argv if a.lstrip("+~").split("=", 1)[0] not in ours]
-    return [*kept, f"hydra.run.dir={quoted(str(out))}", f"mlflow.run_id={run_id}"]
+    return [*kept, f"hydra.run.dir={keys.quoted(str(out))}", f"mlflow.run_id={run_id}"]
 
 
 def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str], cluster) -> Dict[str, Any]:
