@@ -41,6 +41,8 @@ def test_tiny_run_is_recorded_with_the_proof_that_it_trained(tmp_path):
     assert m["train/loss_last"] < m["train/loss_first"] < m["train/loss_initial"]
     assert m["train/loss_fell"] == 1.0 and m["train/skipped_steps"] == 0.0 and "train/loss_scale" not in m
     assert "0 steps skipped in the window" in proc.stdout + proc.stderr
+    # Nothing after it but rn50's own lines: no library's exit-time report (issue 43 saw nanobind's leak lines)
+    assert "nanobind" not in proc.stderr and "leaked" not in proc.stderr, proc.stderr[-2000:]
     assert p["data.batch_size"] == "4" and p["model.arch"] == "resnet18"
     assert p["precision.name"] == "fp32" and p["dist.accelerator"] == "cpu"
     assert p["mlflow.tracking_uri"] == f"sqlite:///{tmp_path}/mlflow.db"
