@@ -48,7 +48,9 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
         print(launch.dry_run(cfg, HydraConfig.get().overrides.task, cluster))
         return None
     if cluster.submits():  # SLURM, from a login node: one job for the run, waited on here
-        submitted = slurm_jobs.submit_run(cfg, out, identity.config_hash(cfg), sys.argv[1:], cluster)
+        config_hash = identity.config_hash(cfg)  # as composed, as the job's run is tagged
+        cfg = launch.preflight(cfg, here=False, cluster=cluster).cfg  # the job's run, as decided here
+        submitted = slurm_jobs.submit_run(cfg, out, config_hash, sys.argv[1:], cluster)
         return say_done(cfg, reads.run_name(cfg), submitted, out, parent)
     rank = launch.process_rank(cfg, cluster)
     tags = run_tags(cfg, out)  # before the checks resolve dist.accelerator: the point's hash as composed

@@ -23,7 +23,6 @@ from omegaconf import DictConfig, OmegaConf
 from rn50.config import keys
 from rn50.config.reads import dist_name, run_name
 from rn50.errors import RunFailed
-from rn50.launcher import launch
 from rn50.results import resume
 from rn50.slurm import sbatch as slurm
 from rn50 import tracking
@@ -182,13 +181,12 @@ def task_argv(argv: List[str], out: Path, run_id: str) -> List[str]:
 
 
 def submit_run(cfg: DictConfig, out: Path, config_hash: str, argv: List[str], cluster) -> Dict[str, Any]:
-    """One run (no --multirun), from a login node: check it, make its MLflow run, submit its job,
-    wait for it; the run's metrics, or RunFailed. The job's folder is out/.submitit/JOB_ID unless
+    """One run (no --multirun), from a login node: make its MLflow run, submit its job, wait for it; the
+    run's metrics, or RunFailed. cfg: the run as preflight decided it (launcher/run.py checked it). The job's folder is out/.submitit/JOB_ID unless
     hydra.launcher.submitit_folder says otherwise. cluster: the run's cluster option."""
     launcher = slurm.launcher_params()
     if OmegaConf.to_container(HydraConfig.get().launcher)["submitit_folder"] == slurm.SWEEP_FOLDER:
         launcher["submitit_folder"] = str(out / ".submitit" / "%j")  # its own, not multirun/'s
-    cfg = launch.preflight(cfg, here=False, cluster=cluster).cfg  # the job's run, as decided
     params = slurm.resources(cfg, launcher)
     slurm.check_nodes(cfg)
     tracking.health.check_reachable(cfg.mlflow.tracking_uri)

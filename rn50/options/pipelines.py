@@ -143,13 +143,13 @@ class Dali(FileReader):
         if not 0 <= dali.cpu_decode_share <= 1:
             raise ConfigError(f"data.dali.cpu_decode_share={dali.cpu_decode_share} is out of range: "
                               "use a share from 0 to 1 (0 decodes every JPEG on the GPU)")
+        for key in ("device_memory_padding", "host_memory_padding", "preallocate_width_hint",
+                    "preallocate_height_hint", "hybrid_huffman_threshold", "cache_size_mb"):
+            positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
         if dali.cache_size_mb and dali.cpu_decode_share:
             raise ConfigError(f"data.dali.cache_size_mb={dali.cache_size_mb} caches what the GPU decodes, and "
                               f"data.dali.cpu_decode_share={dali.cpu_decode_share} sends images past it to the CPU: "
                               "set data.dali.cpu_decode_share=0 with the cache, or data.dali.cache_size_mb=0")
-        for key in ("device_memory_padding", "host_memory_padding", "preallocate_width_hint",
-                    "preallocate_height_hint", "hybrid_huffman_threshold", "cache_size_mb"):
-            positive(cfg, f"data.dali.{key}", "use 0 or more", 0)
         if dali.cpu_prefetch_queue_depth is not None:
             positive(cfg, "data.dali.cpu_prefetch_queue_depth", "use 1 or more batches, or null for one queue")
             for key in ("stream_policy", "concurrency"):

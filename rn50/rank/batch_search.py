@@ -12,9 +12,9 @@ fit) until the budget is spent or no new batch lies between. Batches are multipl
 precision, channels_last and fused SGD) on the rank's device and times a few steps of a
 synthetic batch in one window of rn50/measure/timing.py's WindowTimer: synchronized only at its edges.
 
-`resolve_auto_batch` is what a rank calls before it builds its trainer: it searches, puts the
-chosen batch in cfg.data.batch_size, and (with several ranks and a process group) takes rank 0's
-choice on every rank. A compiled model compiles once for the whole search, with the batch
+`search_batch` is what a rank calls before it builds its trainer: it searches and (with several ranks
+and a process group) takes rank 0's choice on every rank; the rank hands the batch on in a copy of its
+config (rn50/config/typed.py's decided), and writes none. A compiled model compiles once for the whole search, with the batch
 dimension dynamic; the run then compiles for the chosen batch alone.
 """
 

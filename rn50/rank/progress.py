@@ -8,7 +8,7 @@ import pytorch_lightning as pl
 from torch._dynamo.utils import counters
 
 from rn50.console import terminal
-from rn50.measure import environment
+from rn50.measure import settings
 from rn50.measure.meter import INTERVAL_S, Meter, duration, is_tty, rate_text
 
 
@@ -108,7 +108,7 @@ class Progress(pl.Callback):
 
 def compiling_note() -> str:
     return (f"compiling (torch.compile: minutes the first time these settings run, seconds once cached in "
-            f"{environment.compile_cache_dir()})")
+            f"{settings.compile_cache_dir()})")
 
 
 def cache_counts() -> tuple:
@@ -119,7 +119,7 @@ def cache_counts() -> tuple:
 def compiled_line(seconds: float, hits: int, misses: int) -> str:
     """'first step, with the compile, in 4 min 51 s: 14 graphs compiled and cached in DIR', or '...: 14
     graphs loaded from the cache in DIR': what the first step's compile found in inductor's FX graph cache."""
-    where = environment.compile_cache_dir()
+    where = settings.compile_cache_dir()
     if hits and not misses:
         what = f"{hits} graph{'s' * (hits != 1)} loaded from the cache in {where}"
     elif misses and not hits:

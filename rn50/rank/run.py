@@ -70,11 +70,13 @@ def run_rank(cfg, out: Path, options: Optional[Options] = None) -> Optional[List
 
 def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]:
     """A throughput run's rank: warm-up, the timed windows, then the profilers."""
+    global _batch_chosen
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
     set_math_mode(options.precision.tf32)
     search = batch_search.search_batch(cfg, device_type, options)  # data.batch_size=auto
     if search is not None:  # the run goes on at the batch chosen
         cfg = decided(cfg, {"data.batch_size": search.batch})
+        _batch_chosen = search.batch  # what a failure of this task names (failure)
     pl.seed_everything(cfg.seed, verbose=False)
     model = ResNetModule(cfg.model, cfg.optim, optimizers.fused_default(cfg.optim, device_type))
     throughput = ThroughputCallback(cfg.bench, cfg.telemetry, device_type)
@@ -132,7 +134,8 @@ def failure(exc: BaseException, cfg, log: Optional[Path]) -> Failed:
     message = error_line(str(exc)) or type(exc).__name__
     kind = failure_kind(message)
     if kind == "oom" and cfg is not None:
-        message = f"oom at data.batch_size={cfg.data.batch_size}: {message}"
+        batch = cfg.data.batch_size if _batch_chosen is None else _batch_chosen
+        message = f"oom at data.batch_size={batch}: {message}"
     if log is not None:
         message += f"; traceback in {log}"
     return Failed(time.time(), message, kind, str(log) if log else None)
@@ -140,13 +143,16 @@ def failure(exc: BaseException, cfg, log: Optional[Path]) -> Failed:
 
 # The store of the task this rank runs, while it runs one: where its launcher's run is.
 _task_store: Optional[str] = None
+# The batch data.batch_size=auto's search chose for the task this rank runs: its config, which the launcher
+# sent, still says auto (the rank hands the batch on in a copy of its own).
+_batch_chosen: Optional[int] = None
 CLOSE_S = 10.0  # how long a rank whose launcher is gone tries to close its run
 
 
 def answer(task: Task, broken: Optional[BaseException] = None) -> "Done | Failed":
     """One run's reply, with this rank's output in its log (wire.rank_log).
     broken: an error from before the task came (the warm-up), reported as the task's."""
-    global _task_store
+    global _task_store, _batch_chosen
     out, cfg = Path(task.out), None
     with console.stderr_to(rank_log(out, int(os.environ.get("RANK", 0)))) as log:
         try:
@@ -159,7 +165,7 @@ def answer(task: Task, broken: Optional[BaseException] = None) -> "Done | Failed
             traceback.print_exc()  # into the log
             return failure(exc, cfg, log)
         finally:
-            _task_store = None
+            _task_store = _batch_chosen = None
 
 
 def exit_with_parent(poll_s: float = 1.0) -> None:

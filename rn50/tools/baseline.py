@@ -33,7 +33,7 @@ from rn50.config.directory import config_dir
 from rn50.config.messages import one_line
 from rn50.config.typed import decided
 from rn50.launcher.launch import num_classes
-from rn50.measure import environment, nvml
+from rn50.measure import nvml, settings
 from rn50.measure.device import DeviceClock, handle_for_cuda_device
 from rn50.measure.timing import WindowTimer, host_lead
 from rn50.options.components import Options
@@ -49,7 +49,7 @@ COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-
 
 
 def main(argv=None) -> dict:
-    environment.set_cuda_connections()  # as rn50's ranks do, before CUDA starts
+    settings.set_cuda_connections()  # as rn50's ranks do, before CUDA starts
     p = argparse.ArgumentParser(prog="python -m rn50.baseline")
     p.add_argument("--arch", default="resnet50")
     p.add_argument("--precision", default="amp", choices=PRECISIONS)

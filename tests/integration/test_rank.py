@@ -3,6 +3,9 @@
 import contextlib
 import io
 import pickle
+import re
+
+import pytest
 
 from helpers import TINY
 from rn50.launcher.launch import preflight
@@ -130,3 +133,41 @@ def test_a_rank_compiles_into_the_lasting_cache_though_lightning_names_one_first
              "print(cache_dir())")
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(tmp_path / ".cache" / "rn50" / "torchinductor")
+
+
+def test_the_rank_package_sets_its_variables_without_importing_torch(tmp_path):
+    # `python -m rn50.rank` imports the package before rank/__main__.py's lasting_imports (rn50/heap.py): what the
+    # package's first import sets must not pull torch in outside them, or the collector scans its import.
+    import os
+    import subprocess
+    import sys
+
+    probe = "import sys, rn50.rank; print(sorted(m for m in ('torch', 'pynvml', 'pytorch_lightning') if m in sys.modules))"
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "CUDA_DEVICE_MAX_CONNECTIONS")}
+    out = subprocess.run([sys.executable, "-c", probe], env={**env, "HOME": str(tmp_path)}, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_an_oom_after_the_batch_search_names_the_batch_the_search_chose(compose_cfg, tmp_path, monkeypatch):
+    """The rank's config still says auto (it hands the batch on in a copy of its own): the task's failure names
+    the batch the search chose, as the sweep report's error cell shows it."""
+    from omegaconf import OmegaConf
+
+    from rn50.rank import batch_search
+    from rn50.rank import run as rank
+    from rn50.wire import Failed, Task
+
+    small = batch_search.Limits(start=2, max_batch=4, multiple=2, warmup_steps=1, steps=1, step_budget=8)
+    monkeypatch.setattr(batch_search, "limits_for", lambda device_type: small)
+
+    def out_of_memory(*args, **kwargs):  # the first step at the chosen batch, as a GPU would refuse it
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(rank, "build_trainer", out_of_memory)
+    cfg = preflight(compose_cfg(TINY + ["data.batch_size=auto", f"mlflow.tracking_uri=sqlite:///{tmp_path}/m.db"])).cfg
+    reply = rank.answer(Task(OmegaConf.to_yaml(cfg, resolve=True), str(tmp_path)))
+    assert isinstance(reply, Failed) and reply.kind == "oom"
+    assert re.match(r"oom at data\.batch_size=[24]: CUDA out of memory", reply.message), reply.message
+    assert rank._batch_chosen is None  # the next task of a warm rank starts without it

@@ -234,16 +234,16 @@ def test_a_compiled_run_says_it_compiles_then_what_it_found_cached(monkeypatch, 
 
 
 def test_the_compile_cache_is_the_users_own_and_lasting(monkeypatch, tmp_path):
-    from rn50.measure import environment
+    from rn50.measure import settings
 
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert environment.compile_cache_dir() == str(tmp_path / "xdg" / "rn50" / "torchinductor")
+    assert settings.compile_cache_dir() == str(tmp_path / "xdg" / "rn50" / "torchinductor")
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert environment.compile_cache_dir() == str(tmp_path / "home" / ".cache" / "rn50" / "torchinductor")
-    environment.set_compile_cache()
-    assert environment.compile_cache_dir() == str(tmp_path / "home" / ".cache" / "rn50" / "torchinductor")
+    assert settings.compile_cache_dir() == str(tmp_path / "home" / ".cache" / "rn50" / "torchinductor")
+    settings.set_compile_cache()
+    assert settings.compile_cache_dir() == str(tmp_path / "home" / ".cache" / "rn50" / "torchinductor")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/scratch/mine")  # the user's wins
-    environment.set_compile_cache()
-    assert environment.compile_cache_dir() == "/scratch/mine"
+    settings.set_compile_cache()
+    assert settings.compile_cache_dir() == "/scratch/mine"
