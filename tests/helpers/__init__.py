@@ -10,7 +10,6 @@ This module imports nothing heavy, so such a process pays nothing for it.
   helpers.compose          compose_as_hydra: the config `python -m rn50 OVERRIDES` composes, fast
   helpers.images           make_tree: a small ImageFolder tree of JPEGs; REAL: TINY on such a tree
   helpers.digits           scikit-learn's 8x8 digits as a tree, and the train=accuracy run that learns them
-  helpers.benchmarks       benchmark_scripts: benchmarks/NAME.py loaded as modules
   helpers.ncu_data         Nsight Compute's exports and logs in DATA, as the ncu tests read them
   helpers.servers          free_port, and waiting for a server to answer
   helpers.devices          DEVICES: cpu, and cuda marked gpu, to parametrize a test by
