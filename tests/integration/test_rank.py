@@ -119,36 +119,6 @@ def test_a_rank_makes_its_own_gpu_current_as_lightning_will_pick_it(compose_cfg,
     assert local_gpu(*configured(["cluster=slurm", "dist.gpus_per_node=4"])) == 3  # SLURM sets no LOCAL_RANK
 
 
-def test_a_rank_compiles_into_the_lasting_cache_though_lightning_names_one_first(tmp_path):
-    # Importing Lightning makes inductor set TORCHINDUCTOR_CACHE_DIR to its /tmp default; the rank's
-    # process must name its own first, or every compile goes to a directory a reboot empties.
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME")}
-    env["HOME"] = str(tmp_path)
-    probe = ("import rn50.rank.run\n"
-             "from torch._inductor.runtime.cache_dir_utils import cache_dir\n"
-             "print(cache_dir())")
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == str(tmp_path / ".cache" / "rn50" / "torchinductor")
-
-
-def test_the_rank_package_sets_its_variables_without_importing_torch(tmp_path):
-    # `python -m rn50.rank` imports the package before rank/__main__.py's lasting_imports (rn50/heap.py): what the
-    # package's first import sets must not pull torch in outside them, or the collector scans its import.
-    import os
-    import subprocess
-    import sys
-
-    probe = "import sys, rn50.rank; print(sorted(m for m in ('torch', 'pynvml', 'pytorch_lightning') if m in sys.modules))"
-    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "CUDA_DEVICE_MAX_CONNECTIONS")}
-    out = subprocess.run([sys.executable, "-c", probe], env={**env, "HOME": str(tmp_path)}, capture_output=True,
-                         text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
-
 @pytest.mark.slow
 def test_an_oom_after_the_batch_search_names_the_batch_the_search_chose(compose_cfg, tmp_path, monkeypatch):
     """The rank's config still says auto (it hands the batch on in a copy of its own): the task's failure names
