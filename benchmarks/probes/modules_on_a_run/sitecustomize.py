@@ -1,8 +1,10 @@
 """Loaded by every Python process that modules_on_a_run.sh starts (through PYTHONPATH): records the files of the
-functions called under RN50_TRACE_ROOT (module bodies left out: importing is not running) and writes them at
-exit to RN50_TRACE_OUT/PID.txt, one per process: the launcher and each rank."""
+functions called under RN50_TRACE_ROOT and writes them at exit to RN50_TRACE_OUT/PID.txt, one per process: the
+launcher and each rank. Module and class bodies are left out (their code objects are not CO_OPTIMIZED): they run
+when a module is imported, which is not the module's code running."""
 
 import atexit
+import inspect
 import os
 import sys
 import threading
@@ -12,8 +14,9 @@ _seen = set()
 
 
 def _called(frame, event, arg):
-    if event == "call" and frame.f_code.co_name != "<module>" and frame.f_code.co_filename.startswith(_root):
-        _seen.add(frame.f_code.co_filename)
+    code = frame.f_code
+    if event == "call" and code.co_flags & inspect.CO_OPTIMIZED and code.co_filename.startswith(_root):
+        _seen.add(code.co_filename)
 
 
 sys.setprofile(_called)
