@@ -126,7 +126,12 @@ def wait(job, poll_s: float = 2.0, squeue_every_s: float = 15.0, grace_s: float 
                 log.warning("SLURM job %s: neither sacct nor squeue has answered for %d s", job.job_id, unknown_s)
                 return
         if ended_at is not None and now - ended_at > grace_s:  # result files on a slow file system
-            return
+            state = queue_state(job.job_id)  # once more: a job SLURM requeued meanwhile is PENDING again
+            if state in ENDED | {"GONE"}:
+                return
+            if state is not None:
+                known_at, ended_at = now, None
+            # None: squeue cannot say now; asked again at the next turn, for at most unknown_s
         time.sleep(poll_s)
 
 

@@ -7,6 +7,7 @@ returns the RankResults, and whoever owns the run records them (rn50/results/sum
 """
 
 import argparse
+import dataclasses
 import gc
 import os
 import pickle
@@ -79,7 +80,7 @@ def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]
         _batch_chosen = search.batch  # what a failure of this task names (failure)
     pl.seed_everything(cfg.seed, verbose=False)
     model = ResNetModule(cfg.model, cfg.optim, optimizers.fused_default(cfg.optim, device_type))
-    throughput = ThroughputCallback(cfg.bench, cfg.telemetry, device_type)
+    throughput = ThroughputCallback(cfg.bench, cfg.telemetry, device_type, cfg.data.batch_size)
     first_profiled = throughput.timer.total_steps
     extras = profiling_callbacks(cfg, device_type, first_profiled, out, options)
     profiled = options.profiler.steps(cfg)  # after the measured windows
@@ -93,19 +94,20 @@ def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]
     ranks = throughput.ranks
     if ranks is None:
         return None
-    for r in ranks:
-        r.batch_size = cfg.data.batch_size
-    zero = ranks[0]
+    # Rank 0's result carries the run's own facts beside its measurements: what the batch search and the
+    # profilers measured and wrote, the software and GPU, and the network's FLOPs.
+    metrics, files = {}, []
     if search is not None:
-        zero.metrics.update(batch_search.search_metrics(search))
-        zero.files.append(batch_search.write_csv(out / "batch_search.csv", search))
-    zero.env_tags = {**environment.software_tags(), **environment.gpu_tags(device_type),
-                     "accelerator": device_type}
-    zero.flops_per_image = flops_per_image(cfg.model.arch.value, cfg.model.num_classes, cfg.data.image_size)
-    for callback in extras:  # what the profilers measured and wrote
-        zero.metrics.update(getattr(callback, "metrics", dict)())
-        zero.files += getattr(callback, "artifacts", list)()
-    return ranks
+        metrics.update(batch_search.search_metrics(search))
+        files.append(batch_search.write_csv(out / "batch_search.csv", search))
+    for callback in extras:
+        metrics.update(getattr(callback, "metrics", dict)())
+        files += getattr(callback, "artifacts", list)()
+    zero = dataclasses.replace(
+        ranks[0], metrics={**ranks[0].metrics, **metrics}, files=[*ranks[0].files, *files],
+        env_tags={**environment.software_tags(), **environment.gpu_tags(device_type), "accelerator": device_type},
+        flops_per_image=flops_per_image(cfg.model.arch.value, cfg.model.num_classes, cfg.data.image_size))
+    return [zero, *ranks[1:]]
 
 
 def leave_process_group() -> None:

@@ -21,11 +21,11 @@ from rn50.wire import RankResult
 class ThroughputCallback(pl.Callback):
     """Marks each step's ends; after training, rank 0's `ranks` holds every rank's RankResult."""
 
-    def __init__(self, bench_cfg, telemetry_cfg, device_type: str):
+    def __init__(self, bench_cfg, telemetry_cfg, device_type: str, batch_size: int):
         self.timer = WindowTimer(
             bench_cfg.warmup_steps, bench_cfg.steps, bench_cfg.repeats, DeviceClock(device_type), on_edge=self._at_edge
         )
-        self.device_type = device_type
+        self.device_type, self.batch_size = device_type, batch_size
         self.interval_s = telemetry_cfg.interval_s
         self.comm_iters = bench_cfg.comm_iters
         self.sampler = None
@@ -105,6 +105,7 @@ class ThroughputCallback(pl.Callback):
             hostname=socket.gethostname(),
             pid=os.getpid(),
             windows=self.timer.windows,
+            batch_size=self.batch_size,
             samples=self.sampler.samples if self.sampler else [],
             energy_j=self.sampler.joules() if self.sampler else None,
             energy_source=self.sampler.energy_source if self.sampler else None,

@@ -100,7 +100,7 @@ def test_epoch_ends_inside_the_measured_window(tmp_path, image_tree, compose_cfg
     # imagefolder: each DataLoader pass (Lightning's epoch); dali: each pipeline built.
     starts = spy(monkeypatch, torch.utils.data.DataLoader, "__iter__") if pipeline == "imagefolder" \
         else spy(monkeypatch, type(dm), "_pipeline")
-    throughput = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu")
+    throughput = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu", cfg.data.batch_size)
     trainer = build_trainer(cfg, "cpu", [throughput], throughput.timer.total_steps, tmp_path, Options.of(cfg))
     model = ChannelMeans()
     trainer.fit(model, datamodule=dm)

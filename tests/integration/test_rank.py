@@ -21,7 +21,7 @@ from rn50.rank.throughput import ThroughputCallback
 
 def test_trainer_has_no_per_step_sigterm_sync(compose_cfg, tmp_path):
     cfg = validate(compose_cfg(TINY + ["dist=1n2g", "bench.repeats=3"]))
-    timer = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu")
+    timer = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu", cfg.data.batch_size)
     trainer = build_trainer(cfg, "cpu", [timer], timer.timer.total_steps, tmp_path, Options.of(cfg))
     loop = trainer.fit_loop.epoch_loop
     # Lightning's method would broadcast and .item() every DDP step; the instance's own replaces it.
@@ -32,7 +32,7 @@ def test_trainer_has_no_per_step_sigterm_sync(compose_cfg, tmp_path):
 
 def test_profiled_steps_come_after_the_measured_ones(compose_cfg, tmp_path):
     cfg = validate(compose_cfg(TINY + ["profiler=pytorch"]))
-    timer = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu")
+    timer = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu", cfg.data.batch_size)
     (profile,) = [cb for cb in profiling_callbacks(cfg, "cpu", timer.timer.total_steps, tmp_path, Options.of(cfg))
                   if isinstance(cb, TorchProfile)]
     assert profile.first_step == timer.timer.total_steps

@@ -89,7 +89,7 @@ class _Trainer(types.SimpleNamespace):
 
 def test_the_all_reduce_is_timed_after_the_last_window_and_never_inside_one(monkeypatch):
     bench = types.SimpleNamespace(warmup_steps=2, steps=3, repeats=2, comm_iters=4)
-    callback = ThroughputCallback(bench, types.SimpleNamespace(interval_s=0.2), "cpu")
+    callback = ThroughputCallback(bench, types.SimpleNamespace(interval_s=0.2), "cpu", 4)
     seen = []
 
     def probe(nbytes, device, iters):
@@ -115,7 +115,7 @@ def test_a_single_rank_or_comm_iters_0_times_nothing(monkeypatch):
     monkeypatch.setattr(throughput, "allreduce_ms", lambda *a: pytest.fail("timed an all-reduce"))
     for world, iters in ((1, 20), (2, 0)):
         bench = types.SimpleNamespace(warmup_steps=1, steps=1, repeats=1, comm_iters=iters)
-        callback = ThroughputCallback(bench, types.SimpleNamespace(interval_s=0.2), "cpu")
+        callback = ThroughputCallback(bench, types.SimpleNamespace(interval_s=0.2), "cpu", 4)
         trainer, module = _Trainer(), torch.nn.Linear(2, 2)
         trainer.world_size = world
         callback.setup(trainer, module, "fit")
