@@ -14,7 +14,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from hydra import compose
 from hydra.core.hydra_config import HydraConfig
@@ -109,15 +109,14 @@ class Preflight:
     """The run's config with the decisions in it, read-only (typed.decided); the composed one is left as it was."""
     options: Options
     """The run's options, built once."""
-    decided: Dict[str, Any]
-    """What was decided, as dotted keys: dist.accelerator (auto becomes the device found here),
-    model.num_classes (null becomes the data's classes), and, for a run that captures CUDA graphs,
-    model.cuda_graphs with model.compile_mode (compilation.cuda_graph_keys)."""
 
 
 def preflight(cfg: DictConfig, here: bool = True, options: Optional[Options] = None, cluster=None) -> Preflight:
-    """Everything that can be wrong before a process starts, and what this host decides for the run.
-    options: built here once unless handed in; cluster: the run's cluster option, where the caller built it."""
+    """Everything that can be wrong before a process starts, and what this host decides for the run:
+    dist.accelerator (auto becomes the device found here), model.num_classes (null becomes the data's
+    classes), and, for a run that captures CUDA graphs, model.cuda_graphs with model.compile_mode
+    (compilation.cuda_graph_keys). options: built here once unless handed in; cluster: the run's cluster
+    option, where the caller built it."""
     validate.check_declared(cfg)  # a key added with + that the schema does not know
     options = options or Options.of(cfg, cluster=cluster)
     validate.validate(cfg, options)
@@ -130,7 +129,7 @@ def preflight(cfg: DictConfig, here: bool = True, options: Optional[Options] = N
     classes = num_classes(run, options.data)
     options.profiler.preflight(run)
     choices = {"dist.accelerator": accelerator, "model.num_classes": classes, **cuda_graph_keys(run.model)}
-    return Preflight(decided(cfg, choices), options, choices)
+    return Preflight(decided(cfg, choices), options)
 
 
 def num_classes(cfg: DictConfig, pipeline=None) -> int:

@@ -118,20 +118,18 @@ def wait(job, poll_s: float = 2.0, squeue_every_s: float = 15.0, grace_s: float 
     ended_at, asked, known_at = None, -squeue_every_s, time.monotonic()
     while not job.done():
         now = time.monotonic()
-        if now - asked >= squeue_every_s:
+        # Past the grace after an end (result files on a slow file system), squeue is asked once more before
+        # the wait ends: a job SLURM requeued meanwhile is PENDING again.
+        past_grace = ended_at is not None and now - ended_at > grace_s
+        if past_grace or now - asked >= squeue_every_s:
             asked, state = now, queue_state(job.job_id)
             if state is not None:  # a requeued job is PENDING again: it has not ended
                 known_at, ended_at = now, (ended_at or now) if state in ENDED | {"GONE"} else None
+                if past_grace and ended_at is not None:
+                    return
             elif now - known_at > unknown_s:
                 log.warning("SLURM job %s: neither sacct nor squeue has answered for %d s", job.job_id, unknown_s)
                 return
-        if ended_at is not None and now - ended_at > grace_s:  # result files on a slow file system
-            state = queue_state(job.job_id)  # once more: a job SLURM requeued meanwhile is PENDING again
-            if state in ENDED | {"GONE"}:
-                return
-            if state is not None:
-                known_at, ended_at = now, None
-            # None: squeue cannot say now; asked again at the next turn, for at most unknown_s
         time.sleep(poll_s)
 
 

@@ -104,7 +104,7 @@ def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]
         metrics.update(getattr(callback, "metrics", dict)())
         files += getattr(callback, "artifacts", list)()
     zero = dataclasses.replace(
-        ranks[0], metrics={**ranks[0].metrics, **metrics}, files=[*ranks[0].files, *files],
+        ranks[0], metrics=metrics, files=files,
         env_tags={**environment.software_tags(), **environment.gpu_tags(device_type), "accelerator": device_type},
         flops_per_image=flops_per_image(cfg.model.arch.value, cfg.model.num_classes, cfg.data.image_size))
     return [zero, *ranks[1:]]
