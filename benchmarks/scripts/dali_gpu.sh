@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue-14 verification: data=dali against data=synthetic at rn50's defaults (amp, batch 256, eager)
 # and at experiment=fastest, each data.dali lever alone at the fastest settings, the bare DALI loop
-# (with training and --decode-only), dist=1n2g when the host has 2 GPUs, and data=imagefolder at
-# 8, 16 and 28 DataLoader workers; a table of images/sec, x synthetic and data wait comes last.
+# (with training and --decode-only), every GPU of the host (dist=1nNg: synthetic, dali, imagefolder),
+# and data=imagefolder at 8, 16 and 28 DataLoader workers; a table of images/sec, x synthetic, data
+# wait and CPU use comes last. THREADS=1 adds each run's CPU use by process and thread 30 s after its
+# start, for 5 s (thread_cpu.py, OUTDIR/NAME.threads).
 # Usage: benchmarks/scripts/dali_gpu.sh OUTDIR [PHASES]   (from the repository root, DALI installed)
 # PHASES (default all): any of defaults fastest levers bare dist imagefolder, to split the work
 # over several calls into the same OUTDIR; the table covers every result OUTDIR holds.
@@ -36,6 +38,7 @@ rn50() {  # name, then overrides; its summary.json lands in OUTDIR as NAME.json
   local name=$1; shift
   local t0=$SECONDS left; left=$(limit)
   if [ "$left" -lt 40 ]; then echo "$name: skipped, out of time" | tee "$out/$name.skipped"; return; fi
+  [ "${THREADS:-0}" = 1 ] && python3 "$repo/benchmarks/scripts/thread_cpu.py" --after 30 --for 5 > "$out/$name.threads" &
   timeout "$left" python3 -m rn50 "$@" hydra.run.dir="$work/$name" > "$out/$name.log" 2>&1
   echo "$name: exit $? in $((SECONDS - t0)) s: python -m rn50 $*"
   cp "$work/$name/summary.json" "$out/$name.json" 2>/dev/null
@@ -53,6 +56,7 @@ fastest=(experiment=fastest)
 if want defaults; then
   rn50 defaults_synthetic
   rn50 defaults_dali "${dali[@]}"
+  rn50 defaults_imagefolder data=imagefolder data.root="$tree"
 fi
 if want fastest; then
   rn50 fastest_synthetic "${fastest[@]}"
@@ -83,9 +87,10 @@ if want bare; then
   bare bare_decode_only_hw099 --precision amp --data-root "$tree" --decode-only --dali hw_decoder_load=0.99
 fi
 if want dist; then
-  if [ "$gpus" -ge 2 ]; then  # each rank reads its own shard: 5,000 images, an epoch every 19 steps
-    rn50 dist2_synthetic dist=1n2g
-    rn50 dist2_dali dist=1n2g "${dali[@]}"
+  if [ "$gpus" -ge 2 ]; then  # each rank reads its own shard of the 10,000 images
+    rn50 "dist${gpus}_synthetic" "dist=1n${gpus}g"
+    rn50 "dist${gpus}_dali" "dist=1n${gpus}g" "${dali[@]}"
+    rn50 "dist${gpus}_imagefolder" "dist=1n${gpus}g" data=imagefolder data.root="$tree"
   else
     echo "dist: skipped, $gpus GPU(s)" | tee "$out/dist.skipped"
   fi
@@ -112,27 +117,29 @@ def ips(r):
     return None if r is None else r.get("throughput/images_per_sec", r.get("images_per_sec"))
 
 
-# Each run against the synthetic run of the same settings.
-reference = {"defaults": "defaults_synthetic", "fastest": "fastest_synthetic", "lever": "fastest_synthetic",
-             "bf16": "bf16_synthetic", "dist2": "dist2_synthetic", "imagefolder": "defaults_synthetic",
-             "bare": "bare_synthetic"}
+# Each run against the synthetic run of the same settings: PREFIX_synthetic, where PREFIX is the part of
+# its name before the first "_" (defaults, fastest, bf16, distN, bare), except for these.
+reference = {"lever": "fastest_synthetic", "imagefolder": "defaults_synthetic"}
+order = ["defaults", "fastest", "lever", "bf16", "dist", "imagefolder", "bare"]
 names = sorted({p.stem for pattern in ("*.json", "*.log", "*.skipped") for p in out.glob(pattern)},
-               key=lambda n: (list(reference).index(n.split("_")[0]) if n.split("_")[0] in reference else 99, n))
-rows = ["| run | images/sec | x synthetic | data wait % | GPU util % | step median ms |", "| --- | --- | --- | --- | --- | --- |"]
+               key=lambda n: (next((i for i, o in enumerate(order) if n.startswith(o)), 99), n))
+rows = ["| run | images/sec | x synthetic | data wait % | GPU util % | step median ms | CPU % of its cores |",
+        "| --- | --- | --- | --- | --- | --- | --- |"]
 for name in names:
-    r, base = load(name), ips(load(reference.get(name.split("_")[0], "")))
+    prefix = name.split("_")[0]
+    r, base = load(name), ips(load(reference.get(prefix, f"{prefix}_synthetic")))
     if name.startswith("bare_dali_fastest"):
         base = None  # no bare synthetic run at batch 512 compiled here: frontier_gpu.sh has one
     if ips(r) is None:
         log = out / f"{name}.log"
         lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()] if log.exists() else []
         why = "skipped" if (out / f"{name}.skipped").exists() else "failed: " + (lines or ["no output"])[-1][:120]
-        rows.append(f"| {name} | {why} | - | - | - | - |")
+        rows.append(f"| {name} | {why} | - | - | - | - | - |")
         continue
     fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
     rows.append(f"| {name} | {ips(r):.1f} | {fmt(ips(r) / base if base else None, '.3f')} | "
                 f"{fmt(r.get('data/wait_pct'), '.1f')} | {fmt(r.get('gpu/utilization_pct'), '.1f')} | "
-                f"{fmt(r.get('step_time/median_ms'), '.2f')} |")
+                f"{fmt(r.get('step_time/median_ms'), '.2f')} | {fmt(r.get('cpu/utilization_pct'), '.1f')} |")
 table = "\n".join(rows) + "\n"
 (out / "table.md").write_text(table)
 print(table)

@@ -12,7 +12,8 @@
 #              batch_size=512 -> --batch-size 512, compile=true -> --compile);
 #              an upper-case NAME=VALUE among them is an environment variable of the case's processes
 # REPEATS (default 5) windows of 100 steps after 20 warm-up; PROFILE=1 adds 5 profiled steps after them
-# (traces in OUTDIR). BUDGET_S (default 560) bounds the call. A table of every result comes last.
+# (traces in OUTDIR); THREADS=1 records each case's CPU use by thread 25 s after its start, for 5 s
+# (thread_cpu.py, OUTDIR/CASE.threads). BUDGET_S (default 560) bounds the call. A table of every result comes last.
 set -uo pipefail
 out=${1:?output directory}; mkdir -p "$out"; out=$(cd "$out" && pwd); shift
 repo=$(pwd)
@@ -49,6 +50,7 @@ for case in "$@"; do
   if [ "$left" -lt 45 ]; then echo "$name: skipped, out of time"; continue; fi
   envs=("${caseenv[@]}"); [ "$transport" = sock ] && envs+=("${SOCK[@]}")
   t0=$SECONDS
+  [ "${THREADS:-0}" = 1 ] && python3 "$repo/benchmarks/scripts/thread_cpu.py" --after 25 --for 5 > "$out/$name.threads" &
   case $what in
     bare)
       flags=(--repeats "$repeats")

@@ -38,7 +38,11 @@ COLUMNS = [
     ("comm_hidden_pct", "hidden %"), ("transport", "transport"),
     ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"),
     # Steps that waited for their batches over timing.INPUT_BOUND_WAIT_PCT of the windows: shown where any point did.
-    ("input_bound", "input-bound"), ("mfu_pct", "MFU %"),
+    ("input_bound", "input-bound"),
+    # The cores each rank's processes kept busy over the windows (DataLoader workers and DALI's threads
+    # included): what a node's CPUs must give each device; and how busy the busiest host's CPUs were.
+    ("cpu_cores_per_device", "CPU cores per {device}"), ("host_busy_cores", "host busy cores"),
+    ("mfu_pct", "MFU %"),
     ("images_per_joule", "images/J"), ("joules_per_image", "J/image"),
     # The proof that the run trained (rn50/measure/trained.py): a figure counts only if it did.
     ("loss_first", "loss first"), ("loss_last", "loss last"), ("loss_fell", "loss fell"),
@@ -105,6 +109,7 @@ def row(run) -> Dict:
         "data_wait_pct": m.get("data/wait_pct"),
         # from the metric, not the tag: runs recorded before the tag existed say it too
         "input_bound": ("yes" if timing.input_bound(m["data/wait_pct"]) else "no") if "data/wait_pct" in m else None,
+        "cpu_cores_per_device": m.get("cpu/cores_per_device"), "host_busy_cores": m.get("host/busy_cores"),
         "mfu_pct": m.get("mfu_pct") if comparable else None,
         # GPU board energy over the measured windows (NVML), not the node's at the wall.
         "images_per_joule": m.get("energy/images_per_joule") if comparable else None,

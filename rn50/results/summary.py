@@ -135,19 +135,29 @@ def communication(ranks: List[RankResult]) -> Dict[str, float]:
 
 
 def contention(ranks: List[RankResult]) -> tuple:
-    """(metrics, tags) of what else ran beside the windows: host/other_cpu_cores (the most on any host of
-    the run: cores other processes kept busy) and gpu/other_processes, and the tags contended (true or
-    false) and, where it is true, contention saying what was found."""
-    metrics, found = {}, []
+    """(metrics, tags) of the hosts' CPUs and GPUs over the windows: what the run itself used and what
+    else ran beside it. Metrics: cpu/cores_per_device (cores each rank's processes kept busy, its
+    DataLoader workers and DALI's threads included: the CPUs a node needs per device to feed it),
+    host/busy_cores (the busiest host's busy cores, any process and the kernel's own work included: how
+    near the CPUs were to their end), host/other_cpu_cores (the most on any host: cores other processes
+    kept busy) and gpu/other_processes; tags contended (true or false) and, where it is true, contention
+    saying what was found."""
+    metrics, found, own_cores = {}, [], []
     for hostname in sorted({r.hostname for r in ranks}):
         mine = [r for r in ranks if r.hostname == hostname]
         if any(r.host_busy_s is None or r.own_cpu_s is None for r in mine):
             continue
         wall = max(r.windows_wall_s for r in mine)
-        others = host.other_cores(max(r.host_busy_s for r in mine), sum(r.own_cpu_s for r in mine), wall)
+        busy, own = max(r.host_busy_s for r in mine), sum(r.own_cpu_s for r in mine)
+        if wall > 0:
+            own_cores += [r.own_cpu_s / wall for r in mine]
+            metrics["host/busy_cores"] = max(busy / wall, metrics.get("host/busy_cores", 0.0))
+        others = host.other_cores(busy, own, wall)
         metrics["host/other_cpu_cores"] = max(others, metrics.get("host/other_cpu_cores", 0.0))
         if host.cpu_contended(others, mine[0].cpu_cores):
             found.append(f"other processes kept {others:.1f} of {mine[0].cpu_cores} cores busy on {hostname}")
+    if own_cores:
+        metrics["cpu/cores_per_device"] = sum(own_cores) / len(own_cores)
     own = [r.pid for r in ranks]  # a rank's GPU may show another rank of the run
     gpus = {r.rank: others for r in ranks if (others := host.other_gpu_processes(r.gpu_pids, own))}
     if any(r.samples for r in ranks):  # GPU ranks

@@ -39,6 +39,7 @@ UI_COLUMNS = [
     "tags.`comm_transport`",
     "metrics.`time/startup_s`",
     "metrics.`data/wait_pct`",
+    "metrics.`cpu/cores_per_device`",  # the CPUs each device's input pipeline and rank used
     "params.`dist.accelerator`",  # cpu or gpu, beside the GPU's model: a CPU figure says so
     "tags.`gpu_model`",
     "tags.`torch_version`",

@@ -34,6 +34,9 @@ def test_tiny_run_is_recorded_with_the_proof_that_it_trained(tmp_path):
     # from the command to the first warm-up step, within the run's wall time
     assert 0 < m["time/startup_s"] < m["time/wall_s"] and m["time/warmup_s"] > 0
     assert 0 < m["cpu/utilization_pct"] <= 100  # a CPU run has a utilization too
+    # the run's own CPU and the host's over the windows (/proc): recorded; their sizes, in 10 ms ticks over
+    # a window this short, are tests/unit/test_contention.py's
+    assert m["cpu/cores_per_device"] >= 0 and m["host/busy_cores"] >= 0
     assert 0 < m["step_time/median_ms"] <= m["step_time/p90_ms"]
     assert m["model/gflops_per_image"] > 0
     assert "mfu_pct" not in m  # no peak is known for a CPU

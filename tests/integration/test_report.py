@@ -22,7 +22,8 @@ def uri(tmp_path_factory):
         cfg = compose_as_hydra([f"mlflow.tracking_uri={uri}", f"dist.accelerator={accelerator}",
                                 f"data.batch_size={batch}"])
         run_id = lifecycle.start_run(cfg, f"{accelerator}-bs{batch}", {})
-        metrics = {"throughput/images_per_sec": ips, "data/wait_pct": 1.23456}
+        metrics = {"throughput/images_per_sec": ips, "data/wait_pct": 1.23456, "cpu/cores_per_device": 2.5,
+                   "host/busy_cores": 11.0}
         if accelerator == "gpu":
             metrics.update({"gpu/utilization_pct": 97.6543, "mfu_pct": 41.23})
         tracking.runs.log_results(uri, run_id, metrics, tags={"accelerator": "cuda" if accelerator == "gpu" else "cpu"})
@@ -128,6 +129,13 @@ def test_the_sweep_report_has_energy_columns_and_the_chosen_batch(compose_cfg, t
     assert rows["bsauto"]["joules_per_image"] == pytest.approx(0.25)
     header = report.markdown(list(rows.values())).splitlines()[0]
     assert "images/J" in header and "J/image" in header
+
+
+def test_the_cpu_a_point_used_is_a_column(uri):
+    rows = rows_of(uri, "cuda")
+    assert rows[0]["cpu_cores_per_device"] == 2.5 and rows[0]["host_busy_cores"] == 11.0
+    assert "| CPU cores per GPU | host busy cores |" in header(rows)
+    assert "| CPU cores per process |" in header(rows_of(uri, "cpu"))
 
 
 def test_input_bound_comes_from_the_runs_data_wait(uri):

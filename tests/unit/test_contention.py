@@ -26,6 +26,17 @@ def test_other_processes_cpu_time_is_the_hosts_less_the_runs():
     assert tags["contention"] == "other processes kept 3.0 of 8 cores busy on node2"
 
 
+def test_the_runs_own_cpu_use_is_per_device_and_the_hosts_is_its_busy_cores():
+    # node1: ranks 0 and 1 used 30 s and 10 s of CPU (their workers' included) in 10 s of windows, the host
+    # was busy 45 s; node2: rank 2 used 20 s, its host was busy 60 s.
+    metrics, _ = contention([rank(0, 45.0, 30.0), rank(1, 44.0, 10.0), rank(2, 60.0, 20.0, hostname="node2")])
+    assert metrics["cpu/cores_per_device"] == pytest.approx(2.0)  # (3 + 1 + 2) / 3 ranks
+    assert metrics["host/busy_cores"] == pytest.approx(6.0)  # the busiest host's
+    assert metrics["host/other_cpu_cores"] == pytest.approx(4.0)  # node2: 6 busy, 2 the run's
+    none, _ = contention([rank(0, None, None)])  # no /proc: nothing said
+    assert "cpu/cores_per_device" not in none and "host/busy_cores" not in none
+
+
 def test_other_processes_on_a_runs_gpus_are_named():
     samples = [(0.0, 99.0, 10.0, 600.0, 1900.0, 60.0)]
     # rank 0's GPU shows it, another rank of the run, and one process more

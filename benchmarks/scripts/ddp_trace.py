@@ -1,0 +1,76 @@
+"""Where a DDP step's time goes on one rank, from a torch.profiler Chrome trace: for each profiled step,
+its device time split into compute alone, NCCL alone, both at once and idle, the NCCL kernels' count, and
+when the first and last all-reduce started and ended relative to the step's start. Two traces side by side
+(rn50's rank 0 and the bare loop's) answer where one step is longer than the other.
+
+    python benchmarks/scripts/ddp_trace.py TRACE.json[.gz] [TRACE2 ...]
+
+A step runs from the end of the previous step's optimizer kernels to the end of its own (the fused
+SGD, and amp's scale update): the traces' host-side step ranges do not say where a step's device work is.
+"""
+
+import gzip
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+NCCL = re.compile(r"nccl", re.I)
+STEP_END = re.compile(r"fused_?sgd|amp_update_scale", re.I)
+
+
+def kernels(path: str) -> list:
+    raw = Path(path).read_bytes()
+    trace = json.loads(gzip.decompress(raw) if path.endswith(".gz") else raw)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    return sorted(((e["ts"], e["ts"] + e["dur"], e["name"], e.get("args", {}).get("stream"))
+                   for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e))
+
+
+def union(spans) -> float:
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        start = max(start, reach)
+        if end > start:
+            total += end - start
+            reach = end
+    return total
+
+
+def steps(work: list) -> list:
+    """The kernels of each complete step: a step ends with the last of its run of optimizer kernels
+    (the fused SGD, and amp's scale update after it)."""
+    ends = [i for i, k in enumerate(work) if STEP_END.search(k[2])
+            and (i + 1 == len(work) or not STEP_END.search(work[i + 1][2]))]
+    # before the first end: a partial step; each step starts where the previous one's device work ended
+    return [(work[a][1], work[a + 1:b + 1]) for a, b in zip(ends, ends[1:])]
+
+
+def describe(lo: float, step: list) -> dict:
+    hi = max(k[1] for k in step)
+    comm = [(a, b) for a, b, name, _ in step if NCCL.search(name)]
+    compute = [(a, b) for a, b, name, _ in step if not NCCL.search(name)]
+    both, c, n = union(comm + compute), union(compute), union(comm)
+    return dict(step_ms=(hi - lo) / 1e3, idle_ms=(hi - lo - both) / 1e3, compute_only_ms=(both - n) / 1e3,
+                nccl_only_ms=(both - c) / 1e3, overlap_ms=(c + n - both) / 1e3,
+                compute_sum_ms=sum(b - a for a, b in compute) / 1e3, nccl_kernels=len(comm),
+                first_nccl_at_ms=(min(a for a, _ in comm) - lo) / 1e3 if comm else None,
+                last_nccl_end_ms=(max(b for _, b in comm) - lo) / 1e3 if comm else None)
+
+
+def main(paths) -> None:
+    keys = None
+    for path in paths:
+        rows = [describe(lo, s) for lo, s in steps(kernels(path))]
+        if not rows:
+            print(f"{path}: no complete step found")
+            continue
+        keys = keys or list(rows[0])
+        med = {k: statistics.median(r[k] for r in rows if r[k] is not None) for k in keys
+               if any(r[k] is not None for r in rows)}
+        print(f"{path}: {len(rows)} steps, medians: " + ", ".join(f"{k} {v:.2f}" for k, v in med.items()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
