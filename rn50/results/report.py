@@ -38,9 +38,10 @@ def columns(rows: List[Dict]) -> List[Tuple[str, str]]:
     several = any((r["gpus"] or 0) > 1 for r in rows)  # communication: columns where a point had some
     company = any(r.get("contended") == "yes" for r in rows)
     starved = any(r.get("input_bound") == "yes" for r in rows)
+    real = any(r.get("vs_synthetic") is not None for r in rows)
     cols = [(k, h.format(device=one, devices=many)) for k, h in COLUMNS
             if (k != "gpu_utilization_pct" or gpus) and (k not in COMM_COLUMNS or several)
-            and (k != "contended" or company) and (k != "input_bound" or starved)]
+            and (k != "contended" or company) and (k != "input_bound" or starved) and (k != "vs_synthetic" or real)]
     if any(r.get("training") for r in rows):
         cols[-1:-1] = ACCURACY_COLUMNS
     return cols

@@ -39,6 +39,9 @@ COLUMNS = [
     ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"),
     # Steps that waited for their batches over timing.INPUT_BOUND_WAIT_PCT of the windows: shown where any point did.
     ("input_bound", "input-bound"),
+    # A real-data point's images/sec over the synthetic point of its settings (add_vs_synthetic): what its
+    # input pipeline cost, a wait or not. Shown where any point has one.
+    ("vs_synthetic", "x synthetic"),
     # The cores each rank's processes kept busy over the windows (DataLoader workers and DALI's threads
     # included): what a node's CPUs must give each device; and how busy the busiest host's CPUs were.
     ("cpu_cores_per_device", "CPU cores per {device}"), ("host_busy_cores", "host busy cores"),
@@ -98,6 +101,7 @@ def row(run) -> Dict:
         "run_id": run.info.run_id,
         "point": t.get("mlflow.runName", run.info.run_id),
         "setup": setup(p),
+        "input_setup": setup(p, leave_out=(*NOT_REPORT_SETUP, "data.")),  # add_vs_synthetic's
         "model": model, "image_size": p.get("data.image_size"), "data": p.get("data.name"),
         "nodes": nodes, "gpus": nodes * per_node, "precision": p.get("precision.name"),
         "batch_per_gpu": batch_per_gpu(p, m),
@@ -162,6 +166,26 @@ def add_scaling(rows: List[Dict]) -> List[Dict]:
             r["comm_exposed_ms"], r["comm_hidden_pct"] = exposed(r, ref)
         if r["status"] != "FINISHED":
             r["status"] = f"{r['status']} ({r['failure']})" if r["failure"] else r["status"]
+    return rows
+
+
+def add_vs_synthetic(rows: List[Dict]) -> List[Dict]:
+    """vs_synthetic of each finished real-data point: its images/sec over the median of the synthetic
+    points with its settings but the pipeline's keys (data.*), on as many devices of the same kind, at its
+    batch and image size. A pipeline can cost steps without making them wait (DALI decodes on the training
+    GPU and the rank's CPUs), which data wait alone does not show."""
+    def key(r):
+        return r.get("input_setup"), r.get("accelerator"), r["nodes"], r["gpus"], r["batch_per_gpu"], r.get("image_size")
+
+    synthetic: Dict[tuple, List[float]] = defaultdict(list)
+    for r in rows:
+        if r.get("data") == "synthetic" and r["status"] == "FINISHED" and r["images_per_sec_median"] \
+                and not r["profiled"]:
+            synthetic[key(r)].append(r["images_per_sec_median"])
+    for r in rows:
+        ref = synthetic.get(key(r)) if r.get("data") not in (None, "synthetic") else None
+        ok = ref and r["status"].startswith("FINISHED") and r["images_per_sec_median"]
+        r["vs_synthetic"] = r["images_per_sec_median"] / statistics.median(ref) if ok else None
     return rows
 
 
@@ -247,7 +271,7 @@ def _collect(client, uri, parent_run_id, experiment, filter_string) -> List[Dict
     if parent_run_id:
         rows = latest_per_point(rows)
     rows.sort(key=lambda r: (r["model"], r["precision"] or "", r["batch_per_gpu"], r["gpus"], r["start_time"]))
-    rows = add_scaling(rows)
+    rows = add_vs_synthetic(add_scaling(rows))
     if parent_run_id and not filter_string_given:  # the sweep's points that have no run, in its order
         kinds = {r["accelerator"] for r in rows}
         rows += not_started(client.get_run(parent_run_id).data.tags, children, kinds.pop() if len(kinds) == 1 else "cuda")

@@ -144,3 +144,17 @@ def test_input_bound_comes_from_the_runs_data_wait(uri):
     assert "input-bound" not in header(rows)
     rows[0]["data_wait_pct"], rows[0]["input_bound"] = 30.0, "yes"
     assert "| input-bound |" in header(rows)
+
+
+def test_a_dali_point_reads_against_the_synthetic_point_of_its_settings(tmp_path):
+    uri = empty_store_in(tmp_path)
+    for data, ips in (("synthetic", 6000.0), ("dali", 4200.0)):
+        cfg = compose_as_hydra([f"mlflow.tracking_uri={uri}", "dist.accelerator=gpu", f"data={data}",
+                                *(["data.root=/data/imagenet"] if data == "dali" else [])])
+        run_id = lifecycle.start_run(cfg, data, {})
+        tracking.runs.log_results(uri, run_id, {"throughput/images_per_sec": ips, "data/wait_pct": 2.0},
+                                  tags={"accelerator": "cuda"})
+        tracking.runs.end_run(uri, run_id, ok=True)
+    rows = {r["point"]: r for r in collect(uri, experiment="rn50")}
+    assert rows["dali"]["vs_synthetic"] == pytest.approx(0.7) and rows["synthetic"]["vs_synthetic"] is None
+    assert "| x synthetic |" in header(list(rows.values()))

@@ -4,7 +4,7 @@ speedup, the step time several devices took beyond one device's, the share of th
 import pytest
 
 from rn50.results import report
-from rn50.results.rows import add_scaling, scaling_lines, scaling_metrics
+from rn50.results.rows import add_scaling, add_vs_synthetic, scaling_lines, scaling_metrics
 
 
 def row(gpus, ips, status="FINISHED", allreduce=None, busbw=None, transport=None, failure=""):
@@ -66,3 +66,17 @@ def test_the_sweep_logs_what_it_found_into_each_point_of_several_devices(rows):
     assert scaling_metrics(rows) == {"run4FINISHED": {
         "scaling/speedup": pytest.approx(3.8), "scaling/efficiency_pct": pytest.approx(95.0),
         "comm/exposed_ms_per_step": pytest.approx(2.6947, abs=1e-4), "comm/hidden_pct": 0.0}}
+
+
+def test_a_real_data_point_is_set_against_the_synthetic_point_of_its_settings():
+    def point(data, gpus, ips, batch=256, status="FINISHED", setup="amp"):
+        return {**row(gpus, ips, status=status), "run_id": f"{data}{gpus}{batch}", "data": data, "batch_per_gpu": batch,
+                "input_setup": setup, "image_size": "224"}
+
+    rows = add_vs_synthetic([point("synthetic", 1, 6000.0), point("dali", 1, 5880.0), point("synthetic", 4, 23000.0),
+                             point("dali", 4, 16100.0), point("imagefolder", 4, 4900.0, batch=128),  # no synthetic at 128
+                             point("dali", 4, 9000.0, setup="bf16"), point("dali", 4, None, status="FAILED")])
+    assert [r["vs_synthetic"] for r in rows] == [None, pytest.approx(0.98), None, pytest.approx(0.7), None, None, None]
+    table = report.markdown(rows)
+    assert "| x synthetic |" in table.splitlines()[0] and "| 0.70 |" in table
+    assert "x synthetic" not in report.markdown(rows[:1] + rows[2:3])  # synthetic alone: no column
