@@ -3,7 +3,7 @@
 # and at experiment=fastest, each data.dali lever alone at the fastest settings, the bare DALI loop
 # (with training and --decode-only), every GPU of the host (dist=1nNg: synthetic, dali, imagefolder),
 # and data=imagefolder at 8, 16 and 28 DataLoader workers; a table of images/sec, x synthetic, data
-# wait and CPU use comes last. THREADS=1 adds each run's CPU use by process and thread 30 s after its
+# wait and CPU use (cpu/cores_per_device, host/busy_cores) comes last. THREADS=1 adds each run's CPU use by process and thread 30 s after its
 # start, for 5 s (thread_cpu.py, OUTDIR/NAME.threads).
 # Usage: benchmarks/scripts/dali_gpu.sh OUTDIR [PHASES]   (from the repository root, DALI installed)
 # PHASES (default all): any of defaults fastest levers bare dist imagefolder, to split the work
@@ -123,8 +123,8 @@ reference = {"lever": "fastest_synthetic", "imagefolder": "defaults_synthetic"}
 order = ["defaults", "fastest", "lever", "bf16", "dist", "imagefolder", "bare"]
 names = sorted({p.stem for pattern in ("*.json", "*.log", "*.skipped") for p in out.glob(pattern)},
                key=lambda n: (next((i for i, o in enumerate(order) if n.startswith(o)), 99), n))
-rows = ["| run | images/sec | x synthetic | data wait % | GPU util % | step median ms | CPU % of its cores |",
-        "| --- | --- | --- | --- | --- | --- | --- |"]
+rows = ["| run | images/sec | x synthetic | data wait % | GPU util % | step median ms | CPU cores per GPU | host busy cores |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |"]
 for name in names:
     prefix = name.split("_")[0]
     r, base = load(name), ips(load(reference.get(prefix, f"{prefix}_synthetic")))
@@ -134,12 +134,13 @@ for name in names:
         log = out / f"{name}.log"
         lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()] if log.exists() else []
         why = "skipped" if (out / f"{name}.skipped").exists() else "failed: " + (lines or ["no output"])[-1][:120]
-        rows.append(f"| {name} | {why} | - | - | - | - | - |")
+        rows.append(f"| {name} | {why} | - | - | - | - | - | - |")
         continue
     fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
     rows.append(f"| {name} | {ips(r):.1f} | {fmt(ips(r) / base if base else None, '.3f')} | "
                 f"{fmt(r.get('data/wait_pct'), '.1f')} | {fmt(r.get('gpu/utilization_pct'), '.1f')} | "
-                f"{fmt(r.get('step_time/median_ms'), '.2f')} | {fmt(r.get('cpu/utilization_pct'), '.1f')} |")
+                f"{fmt(r.get('step_time/median_ms'), '.2f')} | {fmt(r.get('cpu/cores_per_device'), '.1f')} | "
+                f"{fmt(r.get('host/busy_cores'), '.1f')} |")
 table = "\n".join(rows) + "\n"
 (out / "table.md").write_text(table)
 print(table)

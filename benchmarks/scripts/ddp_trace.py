@@ -1,12 +1,15 @@
 """Where a DDP step's time goes on one rank, from a torch.profiler Chrome trace: for each profiled step,
 its device time split into compute alone, NCCL alone, both at once and idle, the NCCL kernels' count, and
-when the first and last all-reduce started and ended relative to the step's start. Two traces side by side
+when the first NCCL kernel (DDP's buffer broadcast, at the forward's start) started and the last ended,
+relative to the step's start. Two traces side by side
 (rn50's rank 0 and the bare loop's) answer where one step is longer than the other.
 
     python benchmarks/scripts/ddp_trace.py TRACE.json[.gz] [TRACE2 ...]
 
 A step runs from the end of the previous step's optimizer kernels to the end of its own (the fused
 SGD, and amp's scale update): the traces' host-side step ranges do not say where a step's device work is.
+So it reads runs with fused SGD or amp (rn50's defaults and the bare loop's); a "step" of fewer than
+MIN_KERNELS kernels (a kernel of another stream between the optimizer's) is not one and is left out.
 """
 
 import gzip
@@ -18,6 +21,7 @@ from pathlib import Path
 
 NCCL = re.compile(r"nccl", re.I)
 STEP_END = re.compile(r"fused_?sgd|amp_update_scale", re.I)
+MIN_KERNELS = 50  # a ResNet's step runs hundreds
 
 
 def kernels(path: str) -> list:
@@ -44,7 +48,8 @@ def steps(work: list) -> list:
     ends = [i for i, k in enumerate(work) if STEP_END.search(k[2])
             and (i + 1 == len(work) or not STEP_END.search(work[i + 1][2]))]
     # before the first end: a partial step; each step starts where the previous one's device work ended
-    return [(work[a][1], work[a + 1:b + 1]) for a, b in zip(ends, ends[1:])]
+    steps = [(work[a][1], work[a + 1:b + 1]) for a, b in zip(ends, ends[1:])]
+    return [(lo, step) for lo, step in steps if len(step) >= MIN_KERNELS]
 
 
 def describe(lo: float, step: list) -> dict:

@@ -5,7 +5,8 @@ threads, samplers), which NCCL's socket transport competes with. Linux only (/pr
     python benchmarks/scripts/thread_cpu.py --after 20 --for 5 [--match rn50] > OUT.txt
 
 Prints one line per (process, thread name): % of one core over the interval, and the threads of that name;
-then the host's busy cores over the interval.
+then the host's busy cores over the interval. The interval is a fixed offset from the call: check that it fell
+inside the run's measured windows (time/startup_s + time/warmup_s in its summary.json) before reading it as theirs.
 """
 
 import argparse
@@ -36,7 +37,7 @@ def threads(match: str) -> dict:
 
 def host_busy() -> float:
     fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / TICK  # all but idle and iowait
+    return (sum(fields[:8]) - fields[3] - fields[4]) / TICK  # user..steal but idle and iowait (guest is in user)
 
 
 def main() -> None:

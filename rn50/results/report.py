@@ -31,6 +31,11 @@ def device_names(rows: List[Dict]) -> Tuple[str, str]:
     return DEVICE_NAMES[kinds.pop()] if len(kinds) == 1 else ("device", "devices (GPUs or CPU processes)")
 
 
+# Columns that only some runs have (real data beside synthetic; runs recorded before a metric existed):
+# shown where any row has one.
+WHERE_RECORDED = ("vs_synthetic", "cpu_cores_per_device", "host_busy_cores")
+
+
 def columns(rows: List[Dict]) -> List[Tuple[str, str]]:
     """(key, header) of the table: device columns named for what ran; GPU util only where GPUs ran."""
     one, many = device_names(rows)
@@ -38,10 +43,11 @@ def columns(rows: List[Dict]) -> List[Tuple[str, str]]:
     several = any((r["gpus"] or 0) > 1 for r in rows)  # communication: columns where a point had some
     company = any(r.get("contended") == "yes" for r in rows)
     starved = any(r.get("input_bound") == "yes" for r in rows)
-    real = any(r.get("vs_synthetic") is not None for r in rows)
+    recorded = {k for k in WHERE_RECORDED if any(r.get(k) is not None for r in rows)}
     cols = [(k, h.format(device=one, devices=many)) for k, h in COLUMNS
             if (k != "gpu_utilization_pct" or gpus) and (k not in COMM_COLUMNS or several)
-            and (k != "contended" or company) and (k != "input_bound" or starved) and (k != "vs_synthetic" or real)]
+            and (k != "contended" or company) and (k != "input_bound" or starved)
+            and (k not in WHERE_RECORDED or k in recorded)]
     if any(r.get("training") for r in rows):
         cols[-1:-1] = ACCURACY_COLUMNS
     return cols

@@ -55,7 +55,7 @@ COLUMNS = [
     ("contended", "contended"), ("status", "status"),
 ]
 
-CSV_EXTRA = ["failure", "error", "point", "run_id", "image_size", "accelerator", "contention"]
+CSV_EXTRA = ["failure", "error", "point", "run_id", "data", "image_size", "accelerator", "contention"]
 
 # train=accuracy runs (the `train.name` param): their columns, before status, when a report has any.
 ACCURACY_COLUMNS = [("best_top1_pct", "best top-1 %"), ("time_to_target_s", "time to target s"),
@@ -101,7 +101,9 @@ def row(run) -> Dict:
         "run_id": run.info.run_id,
         "point": t.get("mlflow.runName", run.info.run_id),
         "setup": setup(p),
-        "input_setup": setup(p, leave_out=(*NOT_REPORT_SETUP, "data.")),  # add_vs_synthetic's
+        # add_vs_synthetic's: the pipeline's keys left out, and the class count the data's folders decide
+        # (a head of 100 classes against synthetic's 1000: 0.1% of the FLOPs)
+        "input_setup": setup(p, leave_out=(*NOT_REPORT_SETUP, "data.", "model.num_classes")),
         "model": model, "image_size": p.get("data.image_size"), "data": p.get("data.name"),
         "nodes": nodes, "gpus": nodes * per_node, "precision": p.get("precision.name"),
         "batch_per_gpu": batch_per_gpu(p, m),
@@ -170,9 +172,9 @@ def add_scaling(rows: List[Dict]) -> List[Dict]:
 
 
 def add_vs_synthetic(rows: List[Dict]) -> List[Dict]:
-    """vs_synthetic of each finished real-data point: its images/sec over the median of the synthetic
-    points with its settings but the pipeline's keys (data.*), on as many devices of the same kind, at its
-    batch and image size. A pipeline can cost steps without making them wait (DALI decodes on the training
+    """vs_synthetic of each finished real-data point: its images/sec over the median of the unprofiled
+    synthetic points with its settings but the pipeline's keys (data.*) and class count, on as many devices
+    of the same kind, at its batch and image size. A pipeline can cost steps without making them wait (DALI decodes on the training
     GPU and the rank's CPUs), which data wait alone does not show."""
     def key(r):
         return r.get("input_setup"), r.get("accelerator"), r["nodes"], r["gpus"], r["batch_per_gpu"], r.get("image_size")

@@ -150,7 +150,7 @@ def contention(ranks: List[RankResult]) -> tuple:
         wall = max(r.windows_wall_s for r in mine)
         busy, own = max(r.host_busy_s for r in mine), sum(r.own_cpu_s for r in mine)
         if wall > 0:
-            own_cores += [r.own_cpu_s / wall for r in mine]
+            own_cores += [max(0.0, r.own_cpu_s) / wall for r in mine]  # a child gone between the readings
             metrics["host/busy_cores"] = max(busy / wall, metrics.get("host/busy_cores", 0.0))
         others = host.other_cores(busy, own, wall)
         metrics["host/other_cpu_cores"] = max(others, metrics.get("host/other_cpu_cores", 0.0))

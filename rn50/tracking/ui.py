@@ -40,6 +40,7 @@ UI_COLUMNS = [
     "metrics.`time/startup_s`",
     "metrics.`data/wait_pct`",
     "metrics.`cpu/cores_per_device`",  # the CPUs each device's input pipeline and rank used
+    "metrics.`host/busy_cores`",
     "params.`dist.accelerator`",  # cpu or gpu, beside the GPU's model: a CPU figure says so
     "tags.`gpu_model`",
     "tags.`torch_version`",

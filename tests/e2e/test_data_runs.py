@@ -1,6 +1,9 @@
 """Real-data runs of python -m rn50 on the CPU: imagefolder and DALI's host path, a bad tree and a
 corrupt JPEG refused or named in one line."""
 
+import csv
+from pathlib import Path
+
 import pytest
 
 from helpers.cli import rn50
@@ -49,3 +52,16 @@ def test_corrupt_jpeg_is_named(tmp_path, pipeline):
     assert len(errors) == 1 and bad.name in errors[0], proc.stderr[-2000:]
     (run,) = runs_in(tmp_path)
     assert run.info.status == "FAILED" and bad.name in run.data.tags["error"]
+
+
+@pytest.mark.slow
+def test_a_sweep_sets_real_data_against_synthetic(tmp_path, image_tree):
+    # The tree's 3 class folders make imagefolder's head 3 classes, synthetic's 1000: the same settings still.
+    proc = rn50(tmp_path, "--multirun", *REAL, "data=synthetic,imagefolder", f"data.root={image_tree}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    parent = next(r for r in runs_in(tmp_path) if r.data.tags.get("sweep.dir"))
+    rows = {r["data"]: r for r in csv.DictReader(open(Path(parent.data.tags["sweep.dir"]) / "sweep_report.csv"))}
+    ratio = float(rows["imagefolder"]["images_per_sec_median"]) / float(rows["synthetic"]["images_per_sec_median"])
+    assert float(rows["imagefolder"]["vs_synthetic"]) == pytest.approx(ratio, rel=1e-3)
+    assert rows["synthetic"]["vs_synthetic"] == ""
+    assert float(rows["imagefolder"]["cpu_cores_per_device"]) >= 0

@@ -80,3 +80,17 @@ def test_a_real_data_point_is_set_against_the_synthetic_point_of_its_settings():
     table = report.markdown(rows)
     assert "| x synthetic |" in table.splitlines()[0] and "| 0.70 |" in table
     assert "x synthetic" not in report.markdown(rows[:1] + rows[2:3])  # synthetic alone: no column
+
+
+@pytest.mark.parametrize("reference", [
+    {"accelerator": "cpu"},  # a CPU run is no reference for a GPU run
+    {"image_size": "128"},  # nor a run at another image size
+    {"profiled": True},  # nor a profiled one: the profiler's steps are not the figure's
+])
+def test_a_synthetic_point_of_other_settings_is_no_reference(reference):
+    def point(data, **extra):
+        return {**row(1, 6000.0 if data == "synthetic" else 5000.0), "run_id": data, "data": data,
+                "input_setup": "amp", "image_size": "224", **extra}
+
+    synthetic, dali = add_vs_synthetic([point("synthetic", **reference), point("dali")])
+    assert dali["vs_synthetic"] is None and synthetic["vs_synthetic"] is None
