@@ -16,7 +16,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import pynvml
 
-FIELDS = ("utilization_pct", "memory_used_gib", "power_w", "sm_clock_mhz", "temperature_c")
+# jpeg_utilization_pct: the GPU's hardware JPEG decoders (NVJPG) busy, where data.dali.hw_decoder_load gives
+# them images; nvJPEG's CUDA decoding counts in utilization_pct, DALI's CPU decoding in cpu/cores_per_device.
+FIELDS = ("utilization_pct", "memory_used_gib", "power_w", "sm_clock_mhz", "temperature_c", "jpeg_utilization_pct")
 Sample = Tuple[float, ...]  # (seconds since start, *FIELDS)
 
 
@@ -50,6 +52,7 @@ def read(handle) -> Tuple[float, ...]:
         get(lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1e3),
         get(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
         get(lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+        get(lambda: nvml.nvmlDeviceGetJpgUtilization(handle)[0]),  # (utilization %, sampling period)
     )
 
 
@@ -170,7 +173,7 @@ def telemetry_metrics(per_gpu: Dict[int, Sequence[Sample]]) -> Dict[str, float]:
     metrics: Dict[str, float] = {}
     for i, samples in sorted(per_gpu.items()):
         for col, name in enumerate(FIELDS, start=1):
-            values = _finite(s[col] for s in samples)
+            values = _finite(s[col] for s in samples if col < len(s))  # samples read before a field existed
             if values:
                 metrics[f"gpu{i}/{name}"] = statistics.fmean(values)
                 metrics[f"gpu{i}/{name}_max"] = max(values)

@@ -40,6 +40,16 @@ def test_summary_has_mean_max_per_gpu_and_mean_over_gpus():
     assert m["gpu0/memory_used_gib"] == pytest.approx(10.0)
 
 
+def test_the_jpeg_decoders_busy_share_is_summarised_and_older_samples_still_are():
+    # the hardware JPEG decoders at 40% and 60% on GPU 0; GPU 1's samples from before the field existed
+    per_gpu = {0: [(0.0, 90.0, 10.0, 300.0, 1980.0, 50.0, 40.0), (0.2, 90.0, 10.0, 300.0, 1980.0, 50.0, 60.0)],
+               1: [(0.0, 80.0, 12.0, 400.0, 1900.0, 55.0)]}
+    m = nvml.telemetry_metrics(per_gpu)
+    assert m["gpu0/jpeg_utilization_pct"] == pytest.approx(50.0) and m["gpu0/jpeg_utilization_pct_max"] == 60.0
+    assert "gpu1/jpeg_utilization_pct" not in m and m["gpu1/temperature_c"] == 55.0
+    assert m["gpu/jpeg_utilization_pct"] == pytest.approx(50.0)
+
+
 def test_csv_has_one_row_per_sample(tmp_path):
     per_gpu = {0: [(0.0, 1, 2, 3, 4, 5)], 3: [(0.1, 6, 7, 8, 9, 10), (0.2, 1, 1, 1, 1, 1)]}
     nvml.write_csv(tmp_path / "t.csv", per_gpu)
@@ -57,3 +67,5 @@ def test_reads_a_real_gpu():
 
     values = nvml.read(handle_for_cuda_device(0))
     assert len(values) == len(nvml.FIELDS) and values[3] > 0
+    jpeg = values[nvml.FIELDS.index("jpeg_utilization_pct")]  # NaN where the GPU has no JPEG decoder
+    assert math.isnan(jpeg) or 0 <= jpeg <= 100
