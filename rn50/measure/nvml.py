@@ -43,7 +43,7 @@ def read(handle) -> Tuple[float, ...]:
     def get(fn: Callable[[], float]) -> float:
         try:
             return float(fn())
-        except nvml.NVMLError:
+        except (nvml.NVMLError, AttributeError):  # AttributeError: a pynvml older than the call
             return math.nan
 
     return (
