@@ -2,16 +2,18 @@
 # Issue-14 verification: data=dali against data=synthetic at rn50's defaults (amp, batch 256, eager)
 # and at experiment=fastest, each data.dali lever alone at the fastest settings, the bare DALI loop
 # (with training and --decode-only), every GPU of the host (dist=1nNg: synthetic, dali, imagefolder),
-# and data=imagefolder at 8, 16 and 28 DataLoader workers; a table of images/sec, x synthetic, data
-# wait and CPU use (cpu/cores_per_device, host/busy_cores) comes last. THREADS=1 adds each run's CPU use by process and thread 30 s after its
-# start, for 5 s (thread_cpu.py, OUTDIR/NAME.threads).
+# each data.dali lever alone on every GPU, and data=imagefolder at 8, 16 and 28 DataLoader workers; a
+# table of images/sec, x synthetic, data wait and CPU use (cpu/cores_per_device, host/busy_cores) comes
+# last. THREADS=1 adds each run's CPU use by process and thread 30 s after its start, for 5 s
+# (thread_cpu.py, OUTDIR/NAME.threads).
 # Usage: benchmarks/scripts/dali_gpu.sh OUTDIR [PHASES]   (from the repository root, DALI installed)
-# PHASES (default all): any of defaults fastest levers bare dist imagefolder, to split the work
+# PHASES (default all): any of defaults fastest levers bare dist distlevers imagefolder, to split the work
 # over several calls into the same OUTDIR; the table covers every result OUTDIR holds.
 # BUDGET_S (default 560) bounds the call: a run that would pass it is skipped and reported. All
 # phases are 27 runs, more than one 10-minute call: e.g. "defaults fastest bare", then "levers",
 # then "dist imagefolder", each call regenerating the same tree (same seed) first. LEVERS (a
-# space-separated list of data.dali settings, "bf16" for the bf16 runs) narrows the levers phase.
+# space-separated list of data.dali settings, "bf16" for the bf16 runs) narrows the levers phase;
+# DIST_LEVERS the distlevers phase (each lever alone at dist=1nNg, N the host's GPUs).
 # IMAGES_PER_CLASS (default 100): 100 classes of it, 10,000 JPEGs of ~112 KB, an epoch every 39
 # steps at batch 256, so every measured window crosses epoch ends.
 set -uo pipefail
@@ -93,6 +95,16 @@ if want dist; then
     rn50 "dist${gpus}_imagefolder" "dist=1n${gpus}g" data=imagefolder data.root="$tree"
   else
     echo "dist: skipped, $gpus GPU(s)" | tee "$out/dist.skipped"
+  fi
+fi
+if want distlevers; then  # one lever at a time on every GPU of the host, at the defaults, where DALI fell
+  # to 0.69 of synthetic on 4 H200s (issue 44); the dist phase's dist<N>_synthetic is their reference
+  if [ "$gpus" -ge 2 ]; then
+    for lever in ${DIST_LEVERS:-hw_decoder_load=0.65 hw_decoder_load=0.99 num_threads=8 cpu_decode_share=0 \
+        hw_decoder_load=0.65,cpu_decode_share=0}; do
+      rn50 "dist${gpus}_lever_${lever//[=,.]/_}" "dist=1n${gpus}g" "${dali[@]}" \
+        $(tr , '\n' <<< "$lever" | sed 's/^/data.dali./')
+    done
   fi
 fi
 if want imagefolder; then
