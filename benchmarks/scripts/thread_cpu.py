@@ -2,7 +2,7 @@
 one DDP rank spends more CPU than another beside its GPU (OpenMP pools spinning, NCCL's proxy and socket
 threads, samplers), which NCCL's socket transport competes with. Linux only (/proc).
 
-    python benchmarks/scripts/thread_cpu.py --after 20 --for 5 [--match rn50] > OUT.txt
+    PYTHONPATH=. python benchmarks/scripts/thread_cpu.py --after 20 --for 5 [--match rn50] > OUT.txt
 
 Prints one line per (process, thread name): % of one core over the interval, and the threads of that name;
 then the host's busy cores over the interval. The interval is a fixed offset from the call: check that it fell
@@ -13,6 +13,8 @@ import argparse
 import os
 import time
 from collections import defaultdict
+
+from rn50.measure import host  # the host's busy CPU seconds as a run reads them; run with the repository on PYTHONPATH
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -35,11 +37,6 @@ def threads(match: str) -> dict:
     return found
 
 
-def host_busy() -> float:
-    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / TICK  # user..steal but idle and iowait (guest is in user)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--after", type=float, default=20.0, help="seconds to wait before the interval")
@@ -47,9 +44,9 @@ def main() -> None:
     ap.add_argument("--match", default="rn50", help="text in the processes' command lines")
     args = ap.parse_args()
     time.sleep(args.after)
-    before, busy0, t0 = threads(args.match), host_busy(), time.monotonic()
+    before, busy0, t0 = threads(args.match), host.busy_s(), time.monotonic()
     time.sleep(args.span)
-    after, busy1, wall = threads(args.match), host_busy(), time.monotonic() - t0
+    after, busy1, wall = threads(args.match), host.busy_s(), time.monotonic() - t0
     use, count = defaultdict(float), defaultdict(int)
     for key, (process, name, ticks) in after.items():
         if key in before:

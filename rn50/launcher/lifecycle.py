@@ -55,6 +55,12 @@ def adopt(cfg: DictConfig, tags: Mapping[str, str]) -> str:
     return run_id
 
 
+def made_or_adopted(cfg: DictConfig, run_name: str, tags: Mapping[str, str], parent_run_id: Optional[str]) -> str:
+    """The run a launcher records into: the one made for this job before it started (mlflow.run_id,
+    adopt), else a new one (start_run)."""
+    return adopt(cfg, tags) if cfg.mlflow.run_id else start_run(cfg, run_name, tags, parent_run_id)
+
+
 @contextlib.contextmanager
 def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str], parent_run_id: Optional[str] = None,
            continue_run_id: Optional[str] = None, kept: Optional[Path] = None) -> Iterator[str]:
@@ -81,10 +87,8 @@ def record(cfg: DictConfig, run_name: str, tags: Mapping[str, str], parent_run_i
                 run_id = continue_run_id
                 if cfg.mlflow.run_id and cfg.mlflow.run_id != run_id:  # made for this job, which goes on elsewhere
                     open_client(uri).delete_run(cfg.mlflow.run_id)
-            elif cfg.mlflow.run_id:
-                run_id = adopt(cfg, tags)
             else:
-                run_id = start_run(cfg, run_name, tags, parent_run_id)
+                run_id = made_or_adopted(cfg, run_name, tags, parent_run_id)
     except Rn50Error:
         stop.raise_caught(caught)  # a stop held while the store failed wins over the store's error
         raise
@@ -151,5 +155,5 @@ def record_failure(cfg: DictConfig, run_name: str, tags: Mapping[str, str], pare
                    exc: BaseException) -> None:
     """A run that failed before it began (a sweep point whose config cannot run): still a row. A
     run made for this job before it started (mlflow.run_id) is that row."""
-    run_id = adopt(cfg, tags) if cfg.mlflow.run_id else start_run(cfg, run_name, tags, parent_run_id)
+    run_id = made_or_adopted(cfg, run_name, tags, parent_run_id)
     end_run(cfg.mlflow.tracking_uri, run_id, ok=False, tags=failure_tags(exc))

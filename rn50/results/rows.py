@@ -7,7 +7,7 @@ import json
 import math
 import statistics
 from collections import defaultdict
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from rn50 import tracking
 from rn50.errors import Rn50Error
@@ -101,8 +101,7 @@ def row(run) -> Dict:
         "run_id": run.info.run_id,
         "point": t.get("mlflow.runName", run.info.run_id),
         "setup": setup(p),
-        # add_vs_synthetic's: the pipeline's keys left out, and the class count the data's folders decide
-        # (a head of 100 classes against synthetic's 1000: 0.1% of the FLOPs)
+        # add_vs_synthetic's: no pipeline keys, nor the class count the data's folders set (0.1% of the FLOPs)
         "input_setup": setup(p, leave_out=(*NOT_REPORT_SETUP, "data.", "model.num_classes")),
         "model": model, "image_size": p.get("data.image_size"), "data": p.get("data.name"),
         "nodes": nodes, "gpus": nodes * per_node, "precision": p.get("precision.name"),
@@ -150,16 +149,24 @@ def batch_per_gpu(params: Dict, metrics: Dict) -> int:
     return int(asked) if asked.isdigit() else 0
 
 
+def reference_medians(rows: List[Dict], key: Callable[[Dict], tuple],
+                      is_reference: Callable[[Dict], bool]) -> Dict[tuple, float]:
+    """By key, the median images/sec of the rows that can stand as a reference (is_reference): finished,
+    with a figure, and not profiled (a profiler's steps are not the figure's)."""
+    found: Dict[tuple, List[float]] = defaultdict(list)
+    for r in rows:
+        if is_reference(r) and r["status"] == "FINISHED" and r["images_per_sec_median"] and not r["profiled"]:
+            found[key(r)].append(r["images_per_sec_median"])
+    return {k: statistics.median(v) for k, v in found.items()}
+
+
 def add_scaling(rows: List[Dict]) -> List[Dict]:
     def key(r):  # a CPU run is no reference for a GPU run of the same config
         return r["setup"], r.get("accelerator")
 
-    base: Dict[tuple, List[float]] = defaultdict(list)
+    base = reference_medians(rows, key, lambda r: r["gpus"] == 1)
     for r in rows:
-        if r["gpus"] == 1 and r["status"] == "FINISHED" and r["images_per_sec_median"] and not r["profiled"]:
-            base[key(r)].append(r["images_per_sec_median"])
-    for r in rows:
-        ref = statistics.median(base[key(r)]) if base.get(key(r)) else None
+        ref = base.get(key(r))
         ok = r["status"] == "FINISHED" and r["images_per_sec_median"] and ref
         r["speedup"] = r["images_per_sec_median"] / ref if ok else None
         r["scaling_efficiency_pct"] = 100.0 * r["speedup"] / r["gpus"] if ok else None
@@ -172,22 +179,18 @@ def add_scaling(rows: List[Dict]) -> List[Dict]:
 
 
 def add_vs_synthetic(rows: List[Dict]) -> List[Dict]:
-    """vs_synthetic of each finished real-data point: its images/sec over the median of the unprofiled
-    synthetic points with its settings but the pipeline's keys (data.*) and class count, on as many devices
-    of the same kind, at its batch and image size. A pipeline can cost steps without making them wait (DALI decodes on the training
-    GPU and the rank's CPUs), which data wait alone does not show."""
+    """vs_synthetic of each finished real-data point: its images/sec over the median of the synthetic
+    points with its settings but the pipeline's keys (data.*) and class count, on as many devices of the
+    same kind, at its batch and image size (reference_medians). A pipeline can cost steps without making
+    them wait (DALI decodes on the training GPU and the rank's CPUs), which data wait alone does not show."""
     def key(r):
         return r.get("input_setup"), r.get("accelerator"), r["nodes"], r["gpus"], r["batch_per_gpu"], r.get("image_size")
 
-    synthetic: Dict[tuple, List[float]] = defaultdict(list)
-    for r in rows:
-        if r.get("data") == "synthetic" and r["status"] == "FINISHED" and r["images_per_sec_median"] \
-                and not r["profiled"]:
-            synthetic[key(r)].append(r["images_per_sec_median"])
+    synthetic = reference_medians(rows, key, lambda r: r.get("data") == "synthetic")
     for r in rows:
         ref = synthetic.get(key(r)) if r.get("data") not in (None, "synthetic") else None
         ok = ref and r["status"].startswith("FINISHED") and r["images_per_sec_median"]
-        r["vs_synthetic"] = r["images_per_sec_median"] / statistics.median(ref) if ok else None
+        r["vs_synthetic"] = r["images_per_sec_median"] / ref if ok else None
     return rows
 
 
