@@ -3,6 +3,7 @@
 import functools
 import itertools
 import multiprocessing
+import signal
 import sys
 from pathlib import Path
 
@@ -61,6 +62,17 @@ def worker_context(num_workers: int, world: int):
     if num_workers == 0 or world == 1 or sys.version_info >= (3, 12):
         return None
     return multiprocessing.get_context("spawn")
+
+
+def leave_job_signals_to_the_rank(worker_id: int) -> None:
+    """Each DataLoader worker's start (worker_init_fn). SLURM signals every process of a job step,
+    workers included, and only the rank may act on the signals that stop a job: USR1 ahead of a
+    requeue, submitit's USR2 at the time limit. A forked worker inherits the rank's handlers, so
+    Lightning's saved a checkpoint and ran `scontrol requeue` in each worker too (three "Handling
+    auto-requeue signal" lines per signal on the test cluster), and a late one could requeue the
+    job's next start. A spawned worker would die of them, failing its rank's DataLoader."""
+    for signum in (signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 class Endless(Sampler):
@@ -138,6 +150,7 @@ class ImageFolderData(pl.LightningDataModule):
                           num_workers=self.num_workers,
                           multiprocessing_context=worker_context(self.num_workers, self.trainer.world_size),
                           pin_memory=self.trainer.strategy.root_device.type == "cuda",
+                          worker_init_fn=leave_job_signals_to_the_rank,
                           persistent_workers=not self.validate, drop_last=True, generator=generator)
 
     def seed_epoch(self, epoch: int) -> None:
@@ -152,6 +165,7 @@ class ImageFolderData(pl.LightningDataModule):
         mine = Subset(dataset, shard(len(dataset), self.trainer.global_rank, self.trainer.world_size))
         return DataLoader(mine, self.batch_size, shuffle=False, num_workers=self.num_workers,
                           multiprocessing_context=worker_context(self.num_workers, self.trainer.world_size),
+                          worker_init_fn=leave_job_signals_to_the_rank,
                           pin_memory=self.trainer.strategy.root_device.type == "cuda", drop_last=False)
 
     def on_after_batch_transfer(self, batch, dataloader_idx):

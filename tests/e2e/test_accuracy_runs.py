@@ -162,6 +162,8 @@ def test_slurm_requeues_a_signalled_job_into_the_same_run(slurm_cluster, tmp_pat
     client = tracking.client.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "val/top1"))
     assert steps == [1, 2]
+    # Only the rank acted on the signal: a DataLoader worker that did too could requeue the next start.
+    assert (out / "rank0.log").read_text().count("Handling auto-requeue signal") == 1
 
     # train.resume=true submits a job that goes on with the same run: none is made for it.
     again = subprocess.run([sys.executable, "-m", "rn50", "cluster=slurm", *DIGITS_RUN, f"data.root={digits}",

@@ -1,6 +1,8 @@
 """Real-data pipelines on the CPU in this process: imagefolder and DALI's host path, sharding, tree
 checks, and epoch ends inside the measured window (runs of python -m rn50: tests/e2e/test_data_runs.py)."""
 
+import os
+import signal
 import sys
 from types import SimpleNamespace
 
@@ -46,6 +48,35 @@ def test_workers_of_several_ranks_start_where_a_fork_cannot_deadlock(image_tree)
         for loader in (dm.train_dataloader(), dm.val_dataloader()):
             context = loader.multiprocessing_context
             assert (context.get_start_method() if context else None) == expected, world
+
+
+@pytest.mark.parametrize("world", [1, pytest.param(2, marks=pytest.mark.slow)])  # forked workers; spawned before 3.12
+def test_workers_leave_a_jobs_signals_to_their_rank(image_tree, tmp_path, world):
+    """SLURM sends USR1 (requeue) and USR2 (time limit) to every process of a job step: a worker
+    neither runs the rank's handler (a forked worker inherits it) nor dies of them (a spawned one would)."""
+    handled = tmp_path / "handled"
+
+    def rank_handler(signum, frame):  # Lightning's saves a checkpoint and requeues the job
+        handled.write_text(str(os.getpid()))
+
+    previous = [signal.signal(s, rank_handler) for s in (signal.SIGUSR1, signal.SIGUSR2)]
+    try:
+        dm = ImageFolderData(str(image_tree), batch_size=2, image_size=32, num_workers=1, channels_last=False,
+                             seed=0, endless=True)
+        dm.trainer = SimpleNamespace(world_size=world, global_rank=0,
+                                     strategy=SimpleNamespace(root_device=torch.device("cpu")))
+        batches = iter(dm.train_dataloader())
+        next(batches)  # the worker has started
+        (worker,) = batches._workers
+        for s in (signal.SIGUSR1, signal.SIGUSR2):
+            os.kill(worker.pid, s)
+        for _ in range(8):  # past what it had fetched ahead: it made batches after the signals
+            next(batches)
+        assert worker.is_alive() and not handled.exists()
+        del batches
+    finally:
+        for s, handler in zip((signal.SIGUSR1, signal.SIGUSR2), previous):
+            signal.signal(s, handler)
 
 
 def test_tree_checks(tmp_path):
