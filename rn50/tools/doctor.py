@@ -246,12 +246,16 @@ def _check_sqlite(uri: str, path: Path, fix: str) -> Check:
     folder = path.parent
     if not folder.is_dir():
         return _fail("tracking", f"{uri}: the folder {folder} does not exist", fix)
-    if not os.access(folder, os.W_OK):  # sqlite writes a journal beside the file
-        return _fail("tracking", f"{uri}: the folder {folder} is not writable", fix)
+    try:
+        from rn50.tracking import health  # deferred: omegaconf may be missing here
+    except ImportError as exc:
+        return _info("tracking", f"{uri}: not checked ({exc.name} is missing)")
+    refused = health.write_refused(str(path))  # as a run's check writes: sqlite's journal goes beside the file
+    if refused:
+        where, exc = refused
+        return _fail("tracking", f"{uri}: {where} cannot be written ({exc.strerror})", fix)
     if not path.exists():
         return _ok("tracking", f"{uri}: writable; the first run creates it")
-    if not os.access(path, os.W_OK):
-        return _fail("tracking", f"{uri}: the file is not writable", fix)
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
             tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -6,7 +6,7 @@ import fcntl
 import os
 import sqlite3
 import tempfile
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Tuple
 
 from rn50.errors import ConfigError, Rn50Error
 from rn50.tracking.client import first_line, open_client, server_unreachable
@@ -56,22 +56,31 @@ def sqlite_file(uri: str) -> Optional[str]:
 def check_sqlite(uri: str, db: str, write: bool) -> None:
     """A sqlite store's folder must exist and, for a writer, take new files (SQLite writes its
     journal beside the database, rn50 its lock), and the database must be writable where it
-    exists. A real write, so that it answers as the kernel will: permissions, a read-only mount."""
+    exists (write_refused)."""
     folder = os.path.dirname(db) or "."
     if not os.path.isdir(folder):
         raise Rn50Error(f"mlflow.tracking_uri={uri} cannot be opened: {folder} is not a directory")
-    if not write:
-        return
+    refused = write_refused(db) if write else None
+    if refused:
+        raise unwritable(uri, *refused)
+
+
+def write_refused(db: str) -> Optional[Tuple[str, OSError]]:
+    """Where a writer of the sqlite store db is refused, and why; None where it is not. A real
+    write, so that it answers as the kernel will (permissions, a read-only mount), where
+    os.access answers yes to root for a folder it cannot write. rn50.doctor asks it too."""
+    folder = os.path.dirname(db) or "."
     try:
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        raise unwritable(uri, folder, exc) from None
+        return folder, exc
     try:
         if os.path.exists(db):
             open(db, "r+b").close()
     except OSError as exc:
-        raise unwritable(uri, db, exc) from None
+        return db, exc
+    return None
 
 
 def unwritable(uri: str, path: str, exc: OSError) -> Rn50Error:

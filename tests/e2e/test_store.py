@@ -104,6 +104,13 @@ def test_a_store_that_cannot_be_written_is_refused_before_the_ranks_start(tmp_pa
         f"{os.path.expanduser('~')}/mlflow.db"], proc.stderr[-3000:]
     assert not list(out.glob("rank*.log"))  # no rank ran
     assert not runs_in(here)
+    # rn50.doctor asks the same question the same way (os.access would say yes to root here).
+    doctor = subprocess.run(permission_bound([sys.executable, "-m", "rn50.doctor"]), cwd=here, env=env,
+                            capture_output=True, text=True)
+    assert doctor.returncode == 1
+    (line,) = [line.split(None, 2) for line in doctor.stdout.splitlines() if " tracking " in line]
+    assert line[:2] == ["FAIL", "tracking"] and line[2].startswith(
+        f"sqlite:///{here}/mlflow.db: {unwritable} cannot be written (Permission denied); fix: "), line
 
 
 def record_one(cfg, barrier, results):
