@@ -228,11 +228,15 @@ def check_tracking(uri: str) -> Check:
     """Can a run be recorded at uri? sqlite: the file (or its folder) is writable and opens;
     a server: it answers, and a throw-away experiment and run can be made and deleted there."""
     fix_uri = "give mlflow.tracking_uri=... (and --tracking-uri here) a store this node can write"
-    if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
-        return _check_sqlite(uri, path, fix_uri)
-    if uri.startswith(("http://", "https://")):
-        return _check_server(uri, fix_uri)
+    if uri.startswith(("sqlite:///", "http://", "https://")):
+        # Asked as a run asks (rn50.tracking's write probe, its client under its retry policy).
+        try:
+            from rn50 import tracking  # deferred: omegaconf or mlflow may be missing here
+        except ImportError as exc:
+            return _info("tracking", f"{uri}: not checked ({exc.name} is missing)")
+        if uri.startswith("sqlite:///"):
+            return _check_sqlite(uri, Path(uri[len("sqlite:///"):]), fix_uri, tracking)
+        return _check_server(uri, fix_uri, tracking)
     if uri.startswith("file:") or "://" not in uri:
         folder = Path(uri[len("file://"):] if uri.startswith("file://") else uri)
         existing = next(p for p in [folder, *folder.parents] if p.exists())
@@ -242,15 +246,11 @@ def check_tracking(uri: str) -> Check:
     return _info("tracking", f"{uri}: not checked (only sqlite:///, file: and http(s):// are)")
 
 
-def _check_sqlite(uri: str, path: Path, fix: str) -> Check:
+def _check_sqlite(uri: str, path: Path, fix: str, tracking) -> Check:
     folder = path.parent
     if not folder.is_dir():
         return _fail("tracking", f"{uri}: the folder {folder} does not exist", fix)
-    try:
-        from rn50.tracking import health  # deferred: omegaconf may be missing here
-    except ImportError as exc:
-        return _info("tracking", f"{uri}: not checked ({exc.name} is missing)")
-    refused = health.write_refused(str(path))  # as a run's check writes: sqlite's journal goes beside the file
+    refused = tracking.health.write_refused(str(path))  # as a run's check writes: sqlite's journal goes beside the file
     if refused:
         where, exc = refused
         return _fail("tracking", f"{uri}: {where} cannot be written ({exc.strerror})", fix)
@@ -266,10 +266,7 @@ def _check_sqlite(uri: str, path: Path, fix: str) -> Check:
     return _ok("tracking", f"{uri}: an MLflow store, writable")
 
 
-def _check_server(uri: str, fix: str) -> Check:
-    # rn50.tracking's probe and its client, under its retry policy, as a run meets the server.
-    from rn50 import tracking  # deferred: omegaconf or mlflow may be missing here
-
+def _check_server(uri: str, fix: str, tracking) -> Check:
     reason = tracking.client.server_unreachable(uri)
     if reason is not None:
         return _fail("tracking", f"{uri}: no answer ({reason})",
