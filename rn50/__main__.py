@@ -5,6 +5,7 @@ do (rn50/rank/). docs/architecture.md follows one run through the modules it pas
 """
 
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -12,7 +13,7 @@ from typing import Optional
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from rn50 import STARTED, console
 from rn50.config import docs
@@ -50,7 +51,12 @@ def run(cfg: DictConfig) -> Optional[dict]:
 def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # errors reach `reported`, one line, not Hydra's printer
     console.quiet()
-    docs.register_help()  # --help's groups and keys (conf/hydra/help/rn50.yaml)
+    # --help's groups and keys (conf/hydra/help/rn50.yaml). Hydra resolves the help template on every
+    # run, so the text is made only when --help asks for it.
+    if "--help" in sys.argv[1:]:
+        docs.register_help()
+    else:
+        OmegaConf.register_new_resolver(docs.HELP_RESOLVER, lambda: "")
     stop.on_signals()
     with stop.closing(), reported():
         run()

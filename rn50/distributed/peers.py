@@ -1,5 +1,7 @@
-"""The ranks of a run as peers on a network: the interface they talk over (dist.interface), and
-which rank a failed collective lost.
+"""The ranks of a run as peers on a network: how each joins the others (the rank half of the
+cluster options, rn50/options/clusters.py: the Lightning cluster environment that says who started
+a rank, and torch's default process group as Lightning's DDP would start it), the interface they
+talk over (dist.interface), and which rank a failed collective lost.
 
 Every rank tells the others its hostname and addresses once, when DDP has joined them (before
 the warm-up, outside the measured windows). When a peer dies, gloo fails rank 0's collective
@@ -17,9 +19,13 @@ from dataclasses import dataclass
 from typing import FrozenSet, List, Optional
 
 import torch.distributed as dist
+from pytorch_lightning.plugins.environments import LightningEnvironment, SLURMEnvironment, TorchElasticEnvironment
 from pytorch_lightning.strategies import DDPStrategy
 from torch import nn
+from torch.distributed.constants import default_pg_timeout
 from torch.nn.parallel import DistributedDataParallel
+
+from rn50.slurm.sbatch import REQUEUE_SIGNAL
 
 # Read by torch's gloo and by NCCL when a process group starts: the interface their sockets use.
 INTERFACE_ENVS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
@@ -112,3 +118,33 @@ def lost(message: str) -> Optional[str]:
     sentence_end = what.find(". ", found.end() - (len(message) - len(what)))  # gloo's advice follows
     what = what[:sentence_end] if sentence_end >= 0 else what.rstrip(".")
     return f"lost {which} on {ranks[0].hostname} (node {ranks[0].node_rank}): {what}"
+
+
+# How a rank joins the others: the cluster options' rank half.
+def started_by_rn50() -> list:
+    """rn50's pool started the ranks: Lightning would otherwise take SLURM's variables over rn50's
+    whenever a SLURM allocation surrounds a local run."""
+    return [LightningEnvironment()]
+
+
+def torchrun() -> list:
+    """torchrun's environment, where torchrun started this process; else none."""
+    return [TorchElasticEnvironment()] if TorchElasticEnvironment.detect() else []
+
+
+def slurm(requeue: bool) -> SLURMEnvironment:
+    """SLURM's environment; a train=accuracy run (requeue) is requeued on REQUEUE_SIGNAL and resumes."""
+    return SLURMEnvironment(auto_requeue=requeue, requeue_signal=REQUEUE_SIGNAL)
+
+
+def join_from_env(backend: str, device_id) -> None:
+    """From the env:// variables (RANK, WORLD_SIZE, MASTER_*) that rn50's pool and torchrun set."""
+    dist.init_process_group(backend, timeout=default_pg_timeout, device_id=device_id)
+
+
+def join_from_slurm(backend: str, device_id) -> None:
+    """From SLURM's variables, read as Lightning's SLURM environment reads them."""
+    env = SLURMEnvironment(auto_requeue=False)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = env.main_address, str(env.main_port)
+    dist.init_process_group(backend, rank=env.global_rank(), world_size=env.world_size(),
+                            timeout=default_pg_timeout, device_id=device_id)

@@ -24,9 +24,8 @@ from omegaconf import DictConfig
 from rn50 import console
 from rn50.config import reads
 from rn50.config.compilation import check_cuda_graphs, cuda_graph_keys
-from rn50.config.reads import dist_name, nodes_gpus, world_size
+from rn50.config.reads import decided, dist_name, nodes_gpus, world_size
 from rn50.config.schema import Accelerator, Device
-from rn50.config.typed import decided
 from rn50.errors import ConfigError
 from rn50.heap import lasting_imports
 from rn50.launcher import pool
@@ -106,7 +105,7 @@ class Preflight:
     and starts `cfg`, and its ranks run it."""
 
     cfg: DictConfig
-    """The run's config with the decisions in it, read-only (typed.decided); the composed one is left as it was."""
+    """The run's config with the decisions in it, read-only (reads.decided); the composed one is left as it was."""
     options: Options
     """The run's options, built once."""
 

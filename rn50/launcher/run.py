@@ -30,7 +30,7 @@ from rn50.options import clusters
 from rn50.point import identity
 from rn50.results import resume
 from rn50.results import summary as results
-from rn50.tracking import owners, upload
+from rn50.tracking import upload
 from rn50 import tracking
 from rn50.launcher import lifecycle
 
@@ -81,7 +81,7 @@ def benchmark(cfg: DictConfig, parent: Optional[str], started: float, cluster=No
     uri, kept = cfg.mlflow.tracking_uri, upload.result_file(out)
     with launch.started(cfg, config_yaml, out, options) as ranks_done:  # the ranks start while MLflow opens the run
         tracking.health.check_reachable(uri)  # the store itself: MLflow's import and schema
-        owners.close_orphans(uri)  # runs of this host whose launcher ended without closing them
+        tracking.runs.close_orphans(uri)  # runs of this host whose launcher ended without closing them
         with lifecycle.record(cfg, name, tags, parent, continue_run_id=continued, kept=kept) as run_id:
             training = cfg.train.name == TrainName.accuracy
             if training:  # what a later train.resume=true, or SLURM's requeue, goes on from
@@ -173,7 +173,7 @@ def run_tags(cfg: DictConfig, out: Path) -> dict:
     overrides = HydraConfig.get().overrides.task
     return {
         "command": " ".join(["python -m rn50", *overrides]),
-        **owners.owner_tags(),  # launch_host and this process: a run it leaves open is closed later
+        **tracking.runs.owner_tags(),  # launch_host and this process: a run it leaves open is closed later
         "output_dir": str(out),
         "dist": reads.dist_name(cfg),
         "cluster": cfg.cluster.name,

@@ -28,7 +28,6 @@ from rn50.options import clusters, profilers
 from rn50.point import identity
 from rn50.results import report
 from rn50.results.rows import collect, scaling_metrics, tally
-from rn50.tracking import owners
 from rn50 import tracking
 from rn50.launcher import lifecycle
 
@@ -66,13 +65,13 @@ class SweepCallback(Callback):
         overrides = " ".join(listed)
         with reported():
             tracking.health.check_reachable(uri)
-            owners.close_orphans(uri)  # runs of this host whose launcher ended without closing them
+            tracking.runs.close_orphans(uri)  # runs of this host whose launcher ended without closing them
             if config.sweep.resume:
                 parent = tracking.sweeps.find_sweep(uri, config.mlflow.experiment_name, config.sweep.resume, overrides)
         os.environ[URI_ENV] = uri
         if config.sweep.resume:
             before = tracking.runs.reopen(uri, parent, {"sweep.dir": str(Path(config.hydra.sweep.dir).resolve()),
-                                                   **owners.owner_tags()})
+                                                   **tracking.runs.owner_tags()})
             before = before.get("sweep.overrides", "")
             print(f"rn50: resuming sweep {parent}: points that finished with the same config are not run again",
                   file=sys.stderr)
@@ -90,7 +89,7 @@ class SweepCallback(Callback):
             "sweep.start_time": started,
             "sweep.dir": str(Path(config.hydra.sweep.dir).resolve()),
             "command": f"python -m rn50 --multirun {overrides}",
-            **owners.owner_tags(),
+            **tracking.runs.owner_tags(),
         }
         os.environ[PARENT_ENV] = lifecycle.start_run(config, f"sweep {started}", tags, params=False)
 

@@ -1,15 +1,20 @@
 """What measuring needs of torch, in a rank and the bare loop: the clock that marks step boundaries
 on the device's timeline (rn50/measure/timing.py's WindowTimer reads it), NVML's handle of
-torch's CUDA device, and the all-reduce timed apart from the steps (rn50/measure/comm.py). The
-launcher, which reads windows but makes none, never imports this module."""
+torch's CUDA device, the all-reduce timed apart from the steps (rn50/measure/comm.py), and what a
+rank ran on (hardware, software versions) as MLflow tags. The launcher tags the project's commit
+(rn50/launcher/run.py); the variables a rank's process starts with are rn50/measure/settings.py's.
+The launcher, which reads windows but makes none, never imports this module."""
 
+import os
 import time
-from typing import Any
+from importlib import metadata
+from typing import Any, Dict
 
 import torch
 import torch.distributed as dist
 
 from rn50.measure import nvml
+from rn50.measure.settings import CONNECTIONS_ENV
 
 
 class DeviceClock:
@@ -69,3 +74,33 @@ def allreduce_ms(nbytes: int, device: torch.device, iters: int) -> float:
         torch.cuda.synchronize(device)
         return start.elapsed_time(end) / iters
     return (time.perf_counter() - t0) * 1e3 / iters
+
+
+# What a rank ran on, as MLflow tags.
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def software_tags() -> Dict[str, str]:
+    return {
+        # str(): torch's TorchVersion would make the launcher, which unpickles a rank's result,
+        # import torch (seconds, and a rule of its layers) to read one tag.
+        "torch_version": str(torch.__version__),
+        "torchvision_version": _version("torchvision"),
+        "lightning_version": _version("pytorch-lightning"),
+        "cuda_version": str(torch.version.cuda),
+        "cudnn_version": str(torch.backends.cudnn.version()),
+    }
+
+
+def gpu_tags(device_type: str) -> Dict[str, str]:
+    if device_type != "cuda":
+        return {"gpu_model": "none"}
+    return {
+        "gpu_model": torch.cuda.get_device_name(),
+        "driver_version": nvml.driver_version() or "unknown",
+        "cuda_device_max_connections": os.environ.get(CONNECTIONS_ENV, "8"),  # CUDA's default
+    }

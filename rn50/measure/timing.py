@@ -1,4 +1,5 @@
-"""Timing math: measured windows, per-step durations and their statistics.
+"""Timing math: measured windows, per-step durations and their statistics, and model FLOPs
+utilization (achieved model FLOP/s over the GPU's peak for the math mode).
 
 The method: skip `warmup` steps, then time `repeats` windows of `steps` steps
 each. The device is synchronized only at window edges; inside a window each
@@ -212,3 +213,16 @@ def write_steps_csv(path, per_rank: Sequence[Sequence[Window]]) -> None:
         for rank, windows in enumerate(per_rank):
             for w, window in enumerate(windows):
                 out.writerows((rank, w, s, ms) for s, ms in enumerate(window.step_ms))
+
+
+# Model FLOPs utilization, from the throughput and the FLOPs of one image.
+def peak_tflops(mfu_cfg, gpu_name: Optional[str], math_mode: str) -> Optional[float]:
+    """The override, else the table entry; None (no MFU) for a GPU or mode not in the table."""
+    if mfu_cfg.peak_tflops is not None:
+        return float(mfu_cfg.peak_tflops)
+    row = mfu_cfg.peaks.get(gpu_name) if gpu_name else None
+    return float(row[math_mode]) if row and math_mode in row else None
+
+
+def mfu_pct(images_per_sec_per_device: float, flops_image: float, peak: float) -> float:
+    return 100.0 * images_per_sec_per_device * flops_image / (peak * 1e12)

@@ -18,7 +18,7 @@ A class says how a run's processes start:
 
 The launcher builds these objects too, so this module imports neither torch nor Lightning: what a
 rank needs of a cluster (its Lightning environment, its process group) is built by
-rn50/distributed/environments.py, reached by `in_rank()`. Adding a cluster is one YAML file and
+rn50/distributed/peers.py, reached by `in_rank()`. Adding a cluster is one YAML file and
 one class, as for data pipelines.
 """
 
@@ -39,10 +39,10 @@ from rn50.slurm import sbatch as slurm
 
 
 def in_rank():
-    """The rank half of the clusters (rn50/distributed/environments.py): Lightning and torch.distributed."""
-    from rn50.distributed import environments  # deferred: only a rank imports torch; the launcher builds clusters too
+    """The rank half of the clusters (rn50/distributed/peers.py): Lightning and torch.distributed."""
+    from rn50.distributed import peers  # deferred: only a rank imports torch; the launcher builds clusters too
 
-    return environments
+    return peers
 
 
 def of(cfg: DictConfig) -> "Cluster":

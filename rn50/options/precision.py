@@ -5,7 +5,7 @@ schema where it has keys of its own, as amp_static's loss_scale). A class says:
 - check(cfg): compose-time checks of its keys (ConfigError, one line naming the key);
 - plugin(device_type): the Lightning precision plugin of each rank;
 - autocast: the autocast dtype's name, or None; scaler(device_type): its loss scaler, or None
-  (rn50/recipe/scalers.py: one that keeps each step's found_inf, which proves what it skipped);
+  (rn50/recipe/precision.py: one that keeps each step's found_inf, which proves what it skipped);
 - tf32: whether cuBLAS and cuDNN may use TF32; peak: the column of conf/mfu/peaks.yaml that MFU
   divides by.
 

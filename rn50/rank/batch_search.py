@@ -14,7 +14,7 @@ synthetic batch in one window of rn50/measure/timing.py's WindowTimer: synchroni
 
 `search_batch` is what a rank calls before it builds its trainer: it searches and (with several ranks
 and a process group) takes rank 0's choice on every rank; the rank hands the batch on in a copy of its
-config (rn50/config/typed.py's decided), and writes none. A compiled model compiles once for the whole search, with the batch
+config (rn50/config/reads.py's decided), and writes none. A compiled model compiles once for the whole search, with the batch
 dimension dynamic; the run then compiles for the chosen batch alone.
 """
 
@@ -236,7 +236,7 @@ def make_probe(cfg, device, limits: Limits, precision) -> Callable[[int], Option
 
 def search_batch(cfg, device_type: str, options: Options, limits: Optional[Limits] = None) -> Optional[SearchResult]:
     """For data.batch_size=auto: search on this rank's device for the batch to run (result.batch, which the
-    caller hands on in the run's config: typed.decided). None for a fixed batch.
+    caller hands on in the run's config: reads.decided). None for a fixed batch.
 
     With several ranks every rank searches on its own device at once, then all take rank 0's
     batch: this joins the ranks' process group first (join_ranks), which Lightning then uses.

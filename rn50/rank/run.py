@@ -27,11 +27,10 @@ from omegaconf import OmegaConf
 from rn50 import console
 from rn50.config.compilation import compile_mode
 from rn50.config.schema import Accelerator, TrainName
-from rn50.config.reads import world_size
-from rn50.config.typed import decided, typed
+from rn50.config.reads import decided, typed, world_size
 from rn50.distributed import peers
 from rn50.errors import error_line, failure_kind
-from rn50.measure import environment
+from rn50.measure.device import gpu_tags, software_tags
 from rn50.options.components import Options
 from rn50.rank import batch_search, training
 from rn50.rank.progress import Progress
@@ -40,7 +39,7 @@ from rn50.rank.trainer import build_trainer, local_gpu, profiling_callbacks, sta
 from rn50.recipe import optimizers
 from rn50.recipe.model import ResNetModule, flops_per_image
 from rn50.recipe.precision import set_math_mode
-from rn50.tracking import owners
+from rn50.tracking.runs import close_orphans
 from rn50.wire import POOL_ENV, Done, Failed, RankResult, Ready, Task, rank_log
 
 
@@ -105,7 +104,7 @@ def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]
         files += getattr(callback, "artifacts", list)()
     zero = dataclasses.replace(
         ranks[0], metrics=metrics, files=files,
-        env_tags={**environment.software_tags(), **environment.gpu_tags(device_type), "accelerator": device_type},
+        env_tags={**software_tags(), **gpu_tags(device_type), "accelerator": device_type},
         flops_per_image=flops_per_image(cfg.model.arch.value, cfg.model.num_classes, cfg.data.image_size))
     return [zero, *ranks[1:]]
 
@@ -173,14 +172,14 @@ def answer(task: Task, broken: Optional[BaseException] = None) -> "Done | Failed
 def exit_with_parent(poll_s: float = 1.0) -> None:
     """End this process soon after the one that started it ends, whatever this one is doing: a
     launcher killed outright (SIGKILL, a crash) never leaves its ranks running. Rank 0 first closes
-    the run that launcher left open (rn50/tracking/owners.py), for at most CLOSE_S."""
+    the run that launcher left open (rn50/tracking/runs.py close_orphans), for at most CLOSE_S."""
     parent = os.getppid()
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(poll_s)
         if _task_store and os.environ.get("RANK", "0") == "0":
-            closer = threading.Thread(target=owners.close_orphans, args=(_task_store,), daemon=True)
+            closer = threading.Thread(target=close_orphans, args=(_task_store,), daemon=True)
             closer.start()
             closer.join(CLOSE_S)
         os._exit(1)  # nobody waits for a result; its DataLoader workers follow their own parent

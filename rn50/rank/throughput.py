@@ -14,7 +14,7 @@ from rn50.heap import Collections
 from rn50.measure import comm, host, nvml
 from rn50.measure.device import DeviceClock, allreduce_ms, gradient_bytes, handle_for_cuda_device
 from rn50.measure.timing import WindowTimer
-from rn50.recipe import scalers
+from rn50.recipe.precision import read_scaler
 from rn50.wire import RankResult
 
 
@@ -147,5 +147,5 @@ class ThroughputCallback(pl.Callback):
         device is done (one wait, outside the windows)."""
         losses = torch.stack([loss.detach() for loss in self._losses]).float().tolist()
         self._losses = []
-        return dict(losses=losses, **scalers.read(getattr(trainer.precision_plugin, "scaler", None), len(losses)))
+        return dict(losses=losses, **read_scaler(getattr(trainer.precision_plugin, "scaler", None), len(losses)))
 

@@ -20,12 +20,12 @@ from rn50.config.schema import Accelerator
 
 from rn50.config.reads import world_size
 from rn50.errors import Requeued
-from rn50.measure import environment
+from rn50.measure.device import gpu_tags, software_tags
 from rn50.rank.progress import EpochProgress
 from rn50.rank.trainer import skip_sigterm_broadcast, trainer_args
-from rn50.recipe import optimizers, scalers
+from rn50.recipe import optimizers
 from rn50.recipe.accuracy_module import AccuracyModule
-from rn50.recipe.precision import set_math_mode
+from rn50.recipe.precision import read_scaler, set_math_mode
 from rn50.results import resume
 from rn50.wire import RankResult
 
@@ -163,7 +163,7 @@ class Diverged(RuntimeError):
 def scaler_figures(trainer) -> Dict[str, float]:
     """The epoch's steps the loss scaler skipped and its scale at the epoch's end; none without a
     scaler. Read at the epoch's end, where the host waits for the device anyway."""
-    read = scalers.read(getattr(trainer.precision_plugin, "scaler", None))
+    read = read_scaler(getattr(trainer.precision_plugin, "scaler", None))
     figures = {} if read["loss_scale"] is None else {"train/loss_scale": read["loss_scale"]}
     if read["skipped"] is not None:
         figures["train/skipped_steps"] = float(sum(read["skipped"]))
@@ -223,7 +223,7 @@ def run_rank(cfg, out: Path, options) -> Optional[List[RankResult]]:
         return None
     zero = RankResult(rank=0, node_rank=trainer.node_rank, local_rank=trainer.local_rank,
                       hostname=socket.gethostname(), pid=os.getpid(), windows=[], batch_size=cfg.data.batch_size,
-                      env_tags={**environment.software_tags(), **environment.gpu_tags(device_type),
+                      env_tags={**software_tags(), **gpu_tags(device_type),
                                 "accelerator": device_type},
                       metrics=record.metrics(), series=record.series())
     return [zero]

@@ -11,7 +11,7 @@ from torch import nn
 from rn50.config.schema import OptimConfig
 from rn50.recipe.model import build_network
 from rn50.recipe.optimizers import for_network, fused_default
-from rn50.recipe.scalers import GradScaler, StaticGradScaler
+from rn50.recipe.precision import GradScaler, StaticGradScaler
 
 # The autocast dtype of rn50's built-in precisions (conf/precision/) that have one.
 AUTOCAST = {"amp": torch.float16, "amp_static": torch.float16, "bf16": torch.bfloat16}

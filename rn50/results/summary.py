@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 from rn50.config.schema import TrainName
 
 from rn50.config.reads import dist_name, world_size
-from rn50.measure import comm, host, mfu, nvml, timing, trained
+from rn50.measure import comm, host, nvml, timing, trained
 from rn50.wire import RankResult
 
 
@@ -116,9 +116,9 @@ def figures(cfg, ranks: List[RankResult], math_mode: str) -> Dict[str, float]:
         metrics["model/gflops_per_image"] = zero.flops_per_image / 1e9
         metrics["flops/achieved_tflops_per_device"] = per_device * zero.flops_per_image / 1e12
         gpu = zero.env_tags.get("gpu_model") if gpu_samples else None
-        peak_tflops = mfu.peak_tflops(cfg.mfu, gpu, math_mode)
+        peak_tflops = timing.peak_tflops(cfg.mfu, gpu, math_mode)
         if peak_tflops is not None:
-            metrics["mfu_pct"] = mfu.mfu_pct(per_device, zero.flops_per_image, peak_tflops)
+            metrics["mfu_pct"] = timing.mfu_pct(per_device, zero.flops_per_image, peak_tflops)
             metrics["mfu/peak_tflops_per_device"] = peak_tflops
     return metrics
 

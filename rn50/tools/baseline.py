@@ -31,7 +31,7 @@ from hydra import compose, initialize_config_dir
 
 from rn50.config.directory import config_dir
 from rn50.config.messages import one_line
-from rn50.config.typed import decided
+from rn50.config.reads import decided
 from rn50.launcher.launch import num_classes
 from rn50.measure import nvml, settings
 from rn50.measure.device import DeviceClock, handle_for_cuda_device

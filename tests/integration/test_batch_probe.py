@@ -21,7 +21,7 @@ def test_real_probe_on_the_cpu_picks_a_batch_and_frees_the_search(compose_cfg, c
     result = batch_search.search_batch(cfg, "cpu", Options.of(cfg), limits)
     assert [p.batch for p in result.probes] == [2, 4]
     assert result.batch in (2, 4) and result.steps == 4
-    assert cfg.data.batch_size == "auto"  # the rank hands the batch on in a config of its own (typed.decided)
+    assert cfg.data.batch_size == "auto"  # the rank hands the batch on in a config of its own (reads.decided)
     assert all(p.images_per_sec > 0 for p in result.probes)
     lines = capsys.readouterr().err.splitlines()  # pytest's capture is not a terminal: plain lines
     assert lines[0] == "rn50: batch search 0/8 steps" and re.fullmatch(

@@ -2,9 +2,9 @@
 
 import pytest
 
-from rn50.measure import mfu
+from rn50.measure import timing
 from rn50.recipe.model import flops_per_image
-from rn50.recipe.scalers import StaticGradScaler
+from rn50.recipe.precision import StaticGradScaler
 
 
 def test_resnet50_flops_per_image():
@@ -20,25 +20,25 @@ def test_flops_scale_with_pixels():
 @pytest.mark.parametrize("gpu", ["NVIDIA H100 80GB HBM3", "NVIDIA H200"])
 @pytest.mark.parametrize("mode", ["fp32", "tf32", "fp16", "bf16"])  # every precision's peak
 def test_hopper_gpus_have_every_peak(compose_cfg, gpu, mode):
-    peak = mfu.peak_tflops(compose_cfg().mfu, gpu, mode)
+    peak = timing.peak_tflops(compose_cfg().mfu, gpu, mode)
     assert peak is not None and peak > 50
 
 
 def test_unknown_gpu_gets_no_peak(compose_cfg):
     cfg = compose_cfg()
-    assert mfu.peak_tflops(cfg.mfu, "NVIDIA Imaginary 9000", "fp16") is None
-    assert mfu.peak_tflops(cfg.mfu, None, "fp16") is None
-    assert mfu.peak_tflops(cfg.mfu, "Tesla V100-SXM2-32GB", "bf16") is None
+    assert timing.peak_tflops(cfg.mfu, "NVIDIA Imaginary 9000", "fp16") is None
+    assert timing.peak_tflops(cfg.mfu, None, "fp16") is None
+    assert timing.peak_tflops(cfg.mfu, "Tesla V100-SXM2-32GB", "bf16") is None
 
 
 def test_override_wins(compose_cfg):
     cfg = compose_cfg(["mfu.peak_tflops=100"])
-    assert mfu.peak_tflops(cfg.mfu, None, "fp32") == 100.0
+    assert timing.peak_tflops(cfg.mfu, None, "fp32") == 100.0
 
 
 def test_mfu_pct():
     # 1000 img/s x 24.3 GFLOP = 24.3 TFLOP/s of a 243 TFLOP/s peak.
-    assert mfu.mfu_pct(1000, 24.3e9, 243.0) == pytest.approx(10.0)
+    assert timing.mfu_pct(1000, 24.3e9, 243.0) == pytest.approx(10.0)
 
 
 def test_static_scaler_keeps_its_scale_through_overflow():

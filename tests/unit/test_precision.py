@@ -35,7 +35,7 @@ def test_a_rank_types_an_option_by_its_keys_whatever_its_name():
     from omegaconf import OmegaConf
 
     from rn50.config.schema import AmpStaticConfig, PrecisionConfig
-    from rn50.config.typed import typed
+    from rn50.config.reads import typed
 
     mine = typed({"precision": {"_target_": "my.Amp512", "name": "amp512", "loss_scale": 512}})
     assert OmegaConf.get_type(mine.precision) is AmpStaticConfig and mine.precision.loss_scale == 512.0

@@ -3,7 +3,7 @@
 import pytest
 
 from rn50.config.compilation import check_cuda_graphs, compile_mode, cuda_graph_keys
-from rn50.config.typed import decided
+from rn50.config.reads import decided
 from rn50.launcher.launch import preflight
 from rn50.errors import ConfigError
 from rn50.config.schema import Accelerator, CompileMode, OptimName

@@ -14,7 +14,7 @@ from torch import nn
 from helpers.devices import DEVICES
 from rn50.recipe import optimizers
 from rn50.measure import trained
-from rn50.recipe.scalers import GradScaler, StaticGradScaler
+from rn50.recipe.precision import GradScaler, StaticGradScaler
 from rn50.config.schema import OptimConfig, OptimName
 from rn50.rank.training import Diverged, EpochRecord
 
