@@ -56,7 +56,7 @@ def main() -> None:
     if "--help" in sys.argv[1:]:
         docs.register_help()
     else:
-        OmegaConf.register_new_resolver(docs.HELP_RESOLVER, lambda: "")
+        OmegaConf.register_new_resolver(docs.HELP_RESOLVER, lambda: "", replace=True)
     stop.on_signals()
     with stop.closing(), reported():
         run()

@@ -250,9 +250,8 @@ def help_text(*, _root_: DictConfig) -> str:
 
 
 def register_help() -> None:
-    """Lets conf/hydra/help/rn50.yaml's template say ${rn50_help:}."""
-    if not OmegaConf.has_resolver(HELP_RESOLVER):
-        OmegaConf.register_new_resolver(HELP_RESOLVER, help_text)
+    """Lets conf/hydra/help/rn50.yaml's template say ${rn50_help:} (in place of an earlier run's empty one)."""
+    OmegaConf.register_new_resolver(HELP_RESOLVER, help_text, replace=True)
 
 
 if __name__ == "__main__":
