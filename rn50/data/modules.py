@@ -64,15 +64,33 @@ def worker_context(num_workers: int, world: int):
     return multiprocessing.get_context("spawn")
 
 
-def leave_job_signals_to_the_rank(worker_id: int) -> None:
-    """Each DataLoader worker's start (worker_init_fn). SLURM signals every process of a job step,
-    workers included, and only the rank may act on the signals that stop a job: USR1 ahead of a
-    requeue, submitit's USR2 at the time limit. A forked worker inherits the rank's handlers, so
-    Lightning's saved a checkpoint and ran `scontrol requeue` in each worker too (three "Handling
-    auto-requeue signal" lines per signal on the test cluster), and a late one could requeue the
-    job's next start. A spawned worker would die of them, failing its rank's DataLoader."""
-    for signum in (signal.SIGUSR1, signal.SIGUSR2):
+# The signals that stop a SLURM job: USR1 ahead of a requeue (Lightning's), submitit's USR2 at the time limit.
+JOB_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
+
+
+class RankLoader(DataLoader):
+    """A DataLoader whose workers leave the job's signals to their rank. SLURM signals every process
+    of a job step, workers included, and only the rank may act on JOB_SIGNALS. A forked worker
+    inherits the rank's handlers, so Lightning's saved a checkpoint and ran `scontrol requeue` in
+    each worker too (three "Handling auto-requeue signal" lines per signal on the test cluster), and
+    a late one could requeue the job's next start; a spawned worker died of them, failing its rank's
+    DataLoader. So the workers start with the signals blocked (a mask survives fork and exec),
+    and each ignores them before it unblocks them (ignore_job_signals): one that came meanwhile is
+    dropped. The rank's own, held while its workers start, reach it right after."""
+
+    def _get_iterator(self):  # where torch starts the workers: each epoch's, or persistent ones once
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, JOB_SIGNALS)
+        try:
+            return super()._get_iterator()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def ignore_job_signals(worker_id: int) -> None:
+    """A RankLoader worker's start (worker_init_fn): JOB_SIGNALS ignored, then unblocked."""
+    for signum in JOB_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, JOB_SIGNALS)
 
 
 class Endless(Sampler):
@@ -146,11 +164,11 @@ class ImageFolderData(pl.LightningDataModule):
             self.seed_epoch(epoch)
         # Endless: a sampler without len() makes a DataLoader without one, which Lightning runs
         # as one epoch that never ends.
-        return DataLoader(dataset, self.batch_size, sampler=Endless(sampler) if self.endless else sampler,
+        return RankLoader(dataset, self.batch_size, sampler=Endless(sampler) if self.endless else sampler,
                           num_workers=self.num_workers,
                           multiprocessing_context=worker_context(self.num_workers, self.trainer.world_size),
                           pin_memory=self.trainer.strategy.root_device.type == "cuda",
-                          worker_init_fn=leave_job_signals_to_the_rank,
+                          worker_init_fn=ignore_job_signals,
                           persistent_workers=not self.validate, drop_last=True, generator=generator)
 
     def seed_epoch(self, epoch: int) -> None:
@@ -163,9 +181,9 @@ class ImageFolderData(pl.LightningDataModule):
             return []
         dataset = datasets.ImageFolder(self.root / "val", self.eval_transform, loader=load_rgb)
         mine = Subset(dataset, shard(len(dataset), self.trainer.global_rank, self.trainer.world_size))
-        return DataLoader(mine, self.batch_size, shuffle=False, num_workers=self.num_workers,
+        return RankLoader(mine, self.batch_size, shuffle=False, num_workers=self.num_workers,
                           multiprocessing_context=worker_context(self.num_workers, self.trainer.world_size),
-                          worker_init_fn=leave_job_signals_to_the_rank,
+                          worker_init_fn=ignore_job_signals,
                           pin_memory=self.trainer.strategy.root_device.type == "cuda", drop_last=False)
 
     def on_after_batch_transfer(self, batch, dataloader_idx):

@@ -14,7 +14,7 @@ from helpers.images import REAL, make_tree
 from rn50.options import pipelines
 from rn50.options.checks import count_train_images
 from rn50.options.components import Options
-from rn50.data.modules import ImageFolderData
+from rn50.data.modules import JOB_SIGNALS, ImageFolderData
 from rn50.errors import ConfigError
 from rn50.rank.trainer import build_trainer
 from rn50.point.validate import validate
@@ -53,29 +53,33 @@ def test_workers_of_several_ranks_start_where_a_fork_cannot_deadlock(image_tree)
 @pytest.mark.parametrize("world", [1, pytest.param(2, marks=pytest.mark.slow)])  # forked workers; spawned before 3.12
 def test_workers_leave_a_jobs_signals_to_their_rank(image_tree, tmp_path, world):
     """SLURM sends USR1 (requeue) and USR2 (time limit) to every process of a job step: a worker
-    neither runs the rank's handler (a forked worker inherits it) nor dies of them (a spawned one would)."""
+    neither runs the rank's handler (a forked worker inherits it) nor dies of them (a spawned one
+    would), while it starts (a spawned worker imports torch for seconds) or after."""
     handled = tmp_path / "handled"
 
     def rank_handler(signum, frame):  # Lightning's saves a checkpoint and requeues the job
-        handled.write_text(str(os.getpid()))
+        if os.getpid() != rank:
+            handled.write_text(str(os.getpid()))
 
-    previous = [signal.signal(s, rank_handler) for s in (signal.SIGUSR1, signal.SIGUSR2)]
+    rank = os.getpid()
+    previous = [signal.signal(s, rank_handler) for s in JOB_SIGNALS]
     try:
         dm = ImageFolderData(str(image_tree), batch_size=2, image_size=32, num_workers=1, channels_last=False,
                              seed=0, endless=True)
         dm.trainer = SimpleNamespace(world_size=world, global_rank=0,
                                      strategy=SimpleNamespace(root_device=torch.device("cpu")))
         batches = iter(dm.train_dataloader())
-        next(batches)  # the worker has started
         (worker,) = batches._workers
-        for s in (signal.SIGUSR1, signal.SIGUSR2):
-            os.kill(worker.pid, s)
-        for _ in range(8):  # past what it had fetched ahead: it made batches after the signals
-            next(batches)
-        assert worker.is_alive() and not handled.exists()
+        for when in ("starting", "started"):
+            for s in JOB_SIGNALS:
+                os.kill(worker.pid, s)
+            for _ in range(8):  # past what it had fetched ahead: it made batches after the signals
+                next(batches)
+            assert worker.is_alive() and not handled.exists(), when
+        assert signal.pthread_sigmask(signal.SIG_BLOCK, []) & set(JOB_SIGNALS) == set()  # the rank's, unblocked
         del batches
     finally:
-        for s, handler in zip((signal.SIGUSR1, signal.SIGUSR2), previous):
+        for s, handler in zip(JOB_SIGNALS, previous):
             signal.signal(s, handler)
 
 
