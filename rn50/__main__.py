@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -48,12 +48,18 @@ def run(cfg: DictConfig) -> Optional[dict]:
             raise
 
 
+def help_asked(argv: List[str]) -> bool:
+    """Whether Hydra's parser reads --help in argv: --help as argparse lets it be shortened (--he),
+    -h, or -h among other short flags (-mh)."""
+    return any(len(a) > 3 and "--help".startswith(a) or a[:1] == "-" and a[1:2] != "-" and "h" in a for a in argv)
+
+
 def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # errors reach `reported`, one line, not Hydra's printer
     console.quiet()
     # --help's groups and keys (conf/hydra/help/rn50.yaml). Hydra resolves the help template on every
     # run, so the text is made only when --help asks for it.
-    if "--help" in sys.argv[1:]:
+    if help_asked(sys.argv[1:]):
         docs.register_help()
     else:
         OmegaConf.register_new_resolver(docs.HELP_RESOLVER, lambda: "", replace=True)

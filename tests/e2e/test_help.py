@@ -21,3 +21,13 @@ def test_help_explains_rn50_with_the_generated_groups_and_keys(compose_cfg):
     assert len(examples) == 3, examples
     for example in examples:  # each composes
         compose_cfg([a for a in example.split() if a != "--multirun" and "," not in a])
+
+
+def test_every_way_to_ask_for_help_gets_the_groups_and_keys(compose_cfg):
+    # The text is made only when help is asked for (Hydra resolves the template on every run):
+    # -h, and --help shortened as argparse allows, ask too.
+    groups = config_docs.text(compose_cfg(), markdown=False).rstrip()
+    for asked in (["-h"], ["--hel"], ["-mh"]):
+        done = subprocess.run([sys.executable, "-m", "rn50", *asked], capture_output=True, text=True,
+                              cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+        assert done.returncode == 0 and groups in done.stdout, (asked, done.stderr[-2000:])
