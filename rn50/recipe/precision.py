@@ -33,8 +33,6 @@ def mixed(mode: str, device_type: str, scaler=None) -> MixedPrecision:
     runs on a CPU."""
     return MixedPrecision(mode, device_type, scaler)
 
-log = logging.getLogger("rn50")
-
 
 class GradScaler(torch.amp.GradScaler):
     """Dynamic loss scaling (precision=amp), counting the steps it skipped."""

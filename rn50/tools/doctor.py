@@ -235,7 +235,7 @@ def check_tracking(uri: str) -> Check:
         except ImportError as exc:
             return _info("tracking", f"{uri}: not checked ({exc.name} is missing)")
         if uri.startswith("sqlite:///"):
-            return _check_sqlite(uri, Path(uri[len("sqlite:///"):]), fix_uri, tracking)
+            return _check_sqlite(uri, Path(tracking.health.sqlite_file(uri)), fix_uri, tracking)
         return _check_server(uri, fix_uri, tracking)
     if uri.startswith("file:") or "://" not in uri:
         folder = Path(uri[len("file://"):] if uri.startswith("file://") else uri)

@@ -104,7 +104,7 @@ def test_a_store_that_cannot_be_written_is_refused_before_the_ranks_start(tmp_pa
         f"{os.path.expanduser('~')}/mlflow.db"], proc.stderr[-3000:]
     assert not list(out.glob("rank*.log"))  # no rank ran
     assert not runs_in(here)
-    # rn50.doctor asks the same question the same way (os.access would say yes to root here).
+    # rn50.doctor asks the same question the same way (tracking.health.write_refused), with the same answer.
     doctor = subprocess.run(permission_bound([sys.executable, "-m", "rn50.doctor"]), cwd=here, env=env,
                             capture_output=True, text=True)
     assert doctor.returncode == 1
