@@ -27,7 +27,7 @@ from rn50.config.compilation import check_cuda_graphs, cuda_graph_keys
 from rn50.config.reads import decided, dist_name, nodes_gpus, world_size
 from rn50.config.schema import Accelerator, Device
 from rn50.errors import ConfigError
-from rn50.heap import lasting_imports
+from rn50.measure.settings import lasting_imports
 from rn50.launcher import pool
 from rn50.measure import nvml
 from rn50.options import checks, pipelines

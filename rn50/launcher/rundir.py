@@ -23,7 +23,7 @@ from typing import Dict, Optional, Tuple
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from rn50 import owner
+from rn50.measure import host
 from rn50.config import keys
 from rn50.config.messages import reported
 from rn50.errors import ConfigError, Rn50Error
@@ -54,7 +54,7 @@ def take(directory: Path, resuming: bool = False) -> Optional[str]:
     except BlockingIOError:
         holder = _holder(fd)
         os.close(fd)
-        return f"{owner.describe(holder)} uses it"
+        return f"{host.describe_owner(holder)} uses it"
     except OSError as exc:
         if exc.errno not in NO_LOCKS:
             os.close(fd)
@@ -65,7 +65,7 @@ def take(directory: Path, resuming: bool = False) -> Optional[str]:
         return f"it holds the results of an earlier {'sweep' if mark == 'multirun.yaml' else 'run'} ({mark})"
     try:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(owner.me()).encode(), 0)
+        os.pwrite(fd, json.dumps(host.this_process()).encode(), 0)
     except OSError:  # a full disk: nothing of this run stays there
         os.close(fd)
         (directory / LOCK).unlink(missing_ok=True)

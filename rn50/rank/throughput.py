@@ -10,7 +10,7 @@ from typing import List, Optional
 import pytorch_lightning as pl
 import torch
 
-from rn50.heap import Collections
+from rn50.measure.settings import Collections
 from rn50.measure import comm, host, nvml
 from rn50.measure.device import DeviceClock, allreduce_ms, gradient_bytes, handle_for_cuda_device
 from rn50.measure.timing import WindowTimer

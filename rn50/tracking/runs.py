@@ -10,7 +10,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from rn50 import owner
+from rn50.measure import host
 from rn50.errors import ConfigError
 from rn50.tracking.client import mlflow, open_client
 from rn50.tracking.health import store_lock
@@ -188,7 +188,7 @@ def continue_run(uri: str, run_id: str, tags: Mapping[str, str]) -> None:
 # KILLED with failure=launcher_lost, and so does a rank that sees its launcher gone (rn50/rank/run.py).
 # A run whose launcher ran on another host waits for a command there: this host cannot see that process.
 
-# The owner's fields (rn50/owner.py) as tags: launch_host is its host.
+# The owner's fields (rn50/measure/host.py) as tags: launch_host is its host.
 TAGS = {"host": "launch_host", "pid": "launcher_pid", "started": "launcher_started", "boot": "launcher_boot",
         "pidns": "launcher_pidns"}
 PID_TAG = TAGS["pid"]
@@ -196,7 +196,7 @@ PID_TAG = TAGS["pid"]
 
 def owner_tags() -> Dict[str, str]:
     """This process as the owner of the runs it opens."""
-    return {TAGS[k]: v for k, v in owner.me().items()}
+    return {TAGS[k]: v for k, v in host.this_process().items()}
 
 
 def launcher(tags: Dict[str, str]) -> Dict[str, str]:
@@ -211,17 +211,17 @@ def close_orphans(uri: str) -> List[str]:
     experiments = [e.experiment_id for e in client.search_experiments()]
     if not experiments:
         return []
-    host = socket.gethostname().replace("'", "")
-    runs = search_runs(client, experiments, f"attributes.status = 'RUNNING' and tags.launch_host = '{host}'")
+    here = socket.gethostname().replace("'", "")
+    runs = search_runs(client, experiments, f"attributes.status = 'RUNNING' and tags.launch_host = '{here}'")
     closed = []
     for run in runs:
-        if PID_TAG not in run.data.tags or owner.alive(launcher(run.data.tags)) is not False:
+        if PID_TAG not in run.data.tags or host.owner_alive(launcher(run.data.tags)) is not False:
             continue  # logged before owners were, alive, or this host cannot tell
         now = client.get_run(run.info.run_id)  # as it is now: a resume may have taken it on since the search
-        if now.info.status != "RUNNING" or owner.alive(launcher(now.data.tags)) is not False:
+        if now.info.status != "RUNNING" or host.owner_alive(launcher(now.data.tags)) is not False:
             continue
         end_run(uri, run.info.run_id, ok=False, killed=True, tags={
             "failure": "launcher_lost",
-            "error": f"its launcher ({owner.describe(launcher(now.data.tags))}) ended without closing it"})
+            "error": f"its launcher ({host.describe_owner(launcher(now.data.tags))}) ended without closing it"})
         closed.append(run.info.run_id)
     return closed

@@ -41,7 +41,7 @@ def test_a_rank_compiles_into_the_lasting_cache_though_lightning_names_one_first
 
 
 def test_the_rank_package_sets_its_variables_without_importing_torch(tmp_path):
-    # `python -m rn50.rank` imports the package before rank/__main__.py's lasting_imports (rn50/heap.py): what the
+    # `python -m rn50.rank` imports the package before rank/__main__.py's lasting_imports (rn50/measure/settings.py): what the
     # package's first import sets must not pull torch in outside them, or the collector scans its import.
     probe = "import sys, rn50.rank; print(sorted(m for m in ('torch', 'pynvml', 'pytorch_lightning') if m in sys.modules))"
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "CUDA_DEVICE_MAX_CONNECTIONS")}

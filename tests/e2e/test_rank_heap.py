@@ -1,5 +1,5 @@
 """A rank process loads torch and Lightning with the garbage collector held off, then freezes what they
-made (rn50/heap.py), so that no later collection walks those objects again."""
+made (rn50/measure/settings.py), so that no later collection walks those objects again."""
 
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""rn50/heap.py: a rank's imports load with the garbage collector held off, and stay frozen out of it."""
+"""rn50/measure/settings.py: a rank's imports load with the garbage collector held off, and stay frozen out of it."""
 
 import contextlib
 import gc
@@ -8,7 +8,7 @@ import types
 import pytest
 
 import rn50.rank
-from rn50.heap import lasting_imports
+from rn50.measure.settings import lasting_imports
 from rn50.launcher import launch
 
 

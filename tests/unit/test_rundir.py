@@ -1,4 +1,4 @@
-"""A run's own directory (rn50/launcher/rundir.py) and a process found again (rn50/owner.py), without other
+"""A run's own directory (rn50/launcher/rundir.py) and a process found again (rn50/measure/host.py), without other
 processes: those are in tests/e2e/test_run_directory.py."""
 
 import errno
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from rn50 import owner
+from rn50.measure import host
 from rn50.errors import ConfigError
 from rn50.launcher import rundir
 
@@ -60,12 +60,12 @@ def test_ranks_of_torchrun_and_srun_share_the_directory_their_starter_named(monk
 
 
 def test_a_process_is_found_again_only_where_this_host_can_tell():
-    me = owner.me()
-    assert owner.alive(me) is True
-    assert owner.alive({**me, "pid": "999999999"}) is False
-    assert owner.alive({**me, "started": "1"}) is False  # its pid, given to a process that started later
-    assert owner.alive({**me, "boot": "another boot"}) is False  # the host booted since
-    assert owner.alive({**me, "pidns": "4026531836" if me["pidns"] != "4026531836" else "1"}) is None  # a container
-    assert owner.alive({**me, "host": "elsewhere"}) is None
-    assert owner.alive({k: v for k, v in me.items() if k != "pidns"}) is None  # logged without one
-    assert owner.describe(me) == f"pid {os.getpid()} on {me['host']}"
+    me = host.this_process()
+    assert host.owner_alive(me) is True
+    assert host.owner_alive({**me, "pid": "999999999"}) is False
+    assert host.owner_alive({**me, "started": "1"}) is False  # its pid, given to a process that started later
+    assert host.owner_alive({**me, "boot": "another boot"}) is False  # the host booted since
+    assert host.owner_alive({**me, "pidns": "4026531836" if me["pidns"] != "4026531836" else "1"}) is None  # a container
+    assert host.owner_alive({**me, "host": "elsewhere"}) is None
+    assert host.owner_alive({k: v for k, v in me.items() if k != "pidns"}) is None  # logged without one
+    assert host.describe_owner(me) == f"pid {os.getpid()} on {me['host']}"
