@@ -76,11 +76,13 @@ class RankLoader(DataLoader):
     a late one could requeue the job's next start; a spawned worker died of them, failing its rank's
     DataLoader. So the workers start with the signals blocked (a mask survives fork and exec),
     and each ignores them before it unblocks them (ignore_job_signals): one that came meanwhile is
-    dropped. The rank's own, held while its workers start, reach it right after."""
+    dropped. Only the starting thread blocks them, so the rank acts on its own at once: the kernel
+    hands them to the rank's other threads, and Python runs the handler in the main thread anyway."""
 
     def _get_iterator(self):  # where torch starts the workers: each epoch's, or persistent ones once
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, JOB_SIGNALS)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # as it is: put back whatever a handler raises
         try:
+            signal.pthread_sigmask(signal.SIG_BLOCK, JOB_SIGNALS)
             return super()._get_iterator()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)

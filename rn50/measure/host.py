@@ -1,18 +1,18 @@
-"""This host's processes, read from /proc. Who a process is, as others find it again (owner: its
-host, its pid and when it started, so that a pid the kernel has handed to a new process since is not
-taken for it): a run's directory and its MLflow run record their launcher this way
-(rn50/launcher/rundir.py, rn50/tracking/runs.py). And what else ran beside a run: the host's CPU time
-against the run's own processes', and the other processes on its GPUs, both read at the measured
-windows' edges (rn50/rank/throughput.py); a figure taken while something else loaded the host or the
-GPU is kept, and tagged contended=true with what was found (rn50/results/summary.py). No torch here:
-the launcher sums the ranks' readings up."""
+"""This host's processes. Who a process is, as others find it again: its host, its pid and when it
+started, so that a pid the kernel has handed to a new process since is not taken for it; a run's
+directory and its MLflow run record their launcher this way (rn50/launcher/rundir.py,
+rn50/tracking/runs.py). And what else ran beside a run: the host's CPU time against the run's own
+processes', and the other processes on its GPUs, both read at the measured windows' edges
+(rn50/rank/throughput.py); a figure taken while something else loaded the host or the GPU is kept,
+and tagged contended=true with what was found (rn50/results/summary.py). No torch here: the launcher
+imports it too (its run directory, its runs' owners, and the sum of the ranks' readings)."""
 
 import os
 import socket
 from typing import Dict, Iterable, List, Optional
 
-# Who a process is.
 
+# Who a process is, as others find it again.
 def stat_fields(pid) -> Optional[List[str]]:
     """/proc/PID/stat's fields after the command name (which may hold spaces): the state first, then
     the parent's pid, ...; None where the process is gone or the host has no /proc."""
@@ -74,6 +74,8 @@ def describe_owner(owner: Dict[str, str]) -> str:
     """'pid 4242 on node1'."""
     return f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}"
 
+
+# What else ran beside a run.
 
 # CPU time of other processes, over the windows, above which a run counts as contended: half a core,
 # or a tenth of the host's cores where that is more (a host's own daemons stay under it).

@@ -1,8 +1,9 @@
 """A rank's process, set up before and around torch for honest timing: the variables torch, CUDA and
-inductor read (CUDA's work queues, the lasting compile cache), and the heap (torch's and Lightning's
-objects, which live as long as the process, frozen out of the garbage collector, whose passes in the
-measured windows are counted). Torch-free, so that the rank package sets the variables on its first
-import (rn50/rank/__init__.py) without importing torch outside the lasting imports."""
+inductor read (CUDA's work queues, the lasting compile cache), and its heap: the objects that torch
+and Lightning make for the life of the process are frozen out of the garbage collector, and the
+collector's passes inside the measured windows are counted. Torch-free, so that the rank package sets
+the variables on its first import (rn50/rank/__init__.py) without importing torch outside the lasting
+imports."""
 
 import contextlib
 import gc
