@@ -51,7 +51,8 @@ def run(cfg: DictConfig) -> Optional[dict]:
 def help_asked(argv: List[str]) -> bool:
     """Whether Hydra's parser reads --help in argv: --help as argparse lets it be shortened (--he),
     -h, or -h among other short flags (-mh)."""
-    return any(len(a) > 3 and "--help".startswith(a) or a[:1] == "-" and a[1:2] != "-" and "h" in a for a in argv)
+    return any((len(a) > 3 and "--help".startswith(a)) or (a[:1] == "-" and a[1:2] != "-" and "h" in a)
+               for a in argv)
 
 
 def main() -> None:

@@ -189,7 +189,7 @@ def add_vs_synthetic(rows: List[Dict]) -> List[Dict]:
     synthetic = reference_medians(rows, key, lambda r: r.get("data") == "synthetic")
     for r in rows:
         ref = synthetic.get(key(r)) if r.get("data") not in (None, "synthetic") else None
-        ok = ref and r["status"].startswith("FINISHED") and r["images_per_sec_median"]
+        ok = ref and r["status"] == "FINISHED" and r["images_per_sec_median"]
         r["vs_synthetic"] = r["images_per_sec_median"] / ref if ok else None
     return rows
 

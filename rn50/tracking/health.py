@@ -67,8 +67,8 @@ def check_sqlite(uri: str, db: str, write: bool) -> None:
 
 def write_refused(db: str) -> Optional[Tuple[str, OSError]]:
     """Where a writer of the sqlite store db is refused, and why; None where it is not. A real
-    write, so that it answers as the kernel will (permissions, a read-only mount), where
-    os.access answers yes to root for a folder it cannot write. rn50.doctor asks it too."""
+    write, so that it answers as the kernel will for this process (permissions, capabilities, a
+    read-only mount). rn50.doctor asks it too."""
     folder = os.path.dirname(db) or "."
     try:
         with tempfile.TemporaryFile(dir=folder):

@@ -55,13 +55,12 @@ def test_workers_leave_a_jobs_signals_to_their_rank(image_tree, tmp_path, world)
     """SLURM sends USR1 (requeue) and USR2 (time limit) to every process of a job step: a worker
     neither runs the rank's handler (a forked worker inherits it) nor dies of them (a spawned one
     would), while it starts (a spawned worker imports torch for seconds) or after."""
-    handled = tmp_path / "handled"
+    handled, rank = tmp_path / "handled", os.getpid()
 
     def rank_handler(signum, frame):  # Lightning's saves a checkpoint and requeues the job
         if os.getpid() != rank:
             handled.write_text(str(os.getpid()))
 
-    rank = os.getpid()
     previous = [signal.signal(s, rank_handler) for s in JOB_SIGNALS]
     try:
         dm = ImageFolderData(str(image_tree), batch_size=2, image_size=32, num_workers=1, channels_last=False,
