@@ -13,7 +13,8 @@
 # phases are 27 runs, more than one 10-minute call: e.g. "defaults fastest bare", then "levers",
 # then "dist imagefolder", each call regenerating the same tree (same seed) first. LEVERS (a
 # space-separated list of data.dali settings, "bf16" for the bf16 runs) narrows the levers phase;
-# DIST_LEVERS the distlevers phase (each lever alone at dist=1nNg, N the host's GPUs).
+# DIST_LEVERS the distlevers phase (each lever alone at dist=1nNg, N the host's GPUs); DIST_DATA (default
+# "synthetic dali imagefolder") the dist phase's runs.
 # IMAGES_PER_CLASS (default 100): 100 classes of it, 10,000 JPEGs of ~112 KB, an epoch every 39
 # steps at batch 256, so every measured window crosses epoch ends.
 set -uo pipefail
@@ -90,9 +91,10 @@ if want bare; then
 fi
 if want dist; then
   if [ "$gpus" -ge 2 ]; then  # each rank reads its own shard of the 10,000 images
-    rn50 "dist${gpus}_synthetic" "dist=1n${gpus}g"
-    rn50 "dist${gpus}_dali" "dist=1n${gpus}g" "${dali[@]}"
-    rn50 "dist${gpus}_imagefolder" "dist=1n${gpus}g" data=imagefolder data.root="$tree"
+    want_data() { [[ " ${DIST_DATA:-synthetic dali imagefolder} " == *" $1 "* ]]; }
+    want_data synthetic && rn50 "dist${gpus}_synthetic" "dist=1n${gpus}g"
+    want_data dali && rn50 "dist${gpus}_dali" "dist=1n${gpus}g" "${dali[@]}"
+    want_data imagefolder && rn50 "dist${gpus}_imagefolder" "dist=1n${gpus}g" data=imagefolder data.root="$tree"
   else
     echo "dist: skipped, $gpus GPU(s)" | tee "$out/dist.skipped"
   fi

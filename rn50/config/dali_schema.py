@@ -82,8 +82,8 @@ class DaliConfig:
     """GPU runs: images of more pixels than this use nvJPEG's hybrid Huffman decoder, smaller ones
     Huffman-decode on the host; DALI's default 1,000,000."""
     affine: bool = True
-    """GPU runs: tie each of DALI's decoder threads to one CPU core (DALI's default); false lets the
-    OS move them."""
+    """GPU runs: keep DALI's threads on the CPUs that NVML names near the GPU (DALI's default; one
+    core each only where DALI_AFFINITY_MASK lists them); false lets the OS place them anywhere."""
     training_stream: DaliTrainingStream = DaliTrainingStream.own
     """GPU runs: own trains on a CUDA stream of the rank's own; default on torch's default stream,
     CUDA's legacy stream with its implicit synchronization (as before this key; other pipelines

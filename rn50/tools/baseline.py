@@ -80,7 +80,7 @@ def main(argv=None) -> dict:
     p.add_argument("--profile-steps", type=int, default=5, metavar="N")
     p.add_argument("--dali", action="append", default=[], metavar="KEY=VALUE",
                    help="with --data-root: a data.dali key, e.g. hw_decoder_load=0.99 (repeatable); "
-                        "the rest as data=dali sets them (12 threads, no hardware decoder, a quarter on the CPU)")
+                        "the rest as data=dali sets them (6 threads, the hardware decoder, none on the CPU)")
     args = p.parse_args(argv)
     if args.data_root is None and (args.decode_only or args.dali):
         p.error("--decode-only and --dali need --data-root")

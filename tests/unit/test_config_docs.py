@@ -28,7 +28,7 @@ def test_every_option_has_a_line_and_every_key_a_docstring(compose_cfg):
 
 def test_help_shows_the_defaults_of_the_options_given(compose_cfg):
     text = config_docs.help_text(_root_=compose_cfg(["data=dali"]))
-    assert "data.dali.num_threads (int or null; default 12)" in text
+    assert "data.dali.num_threads (int or null; default 6)" in text
     assert "default sqlite:///$${hydra:runtime.cwd}/mlflow.db" in text  # `$` doubled for Hydra's template
 
 
