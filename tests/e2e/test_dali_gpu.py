@@ -1,6 +1,8 @@
 """data=dali against data=synthetic on one GPU (issue 44): the same run with the same settings, in one test,
-so that a change which slows DALI's feed at rn50's defaults (0.979 of synthetic on an H200, 0.990 on an
-H100: docs/benchmarks.md) fails here. Needs a CUDA GPU and DALI:
+so that a change which slows DALI's feed fails here. Two settings: data=dali's defaults, chosen for hosts
+whose every GPU decodes (the hardware decoder; 0.967 of synthetic on one H100, 0.961 on four), and the
+settings conf/data/dali.yaml gives for one GPU with the host's cores to itself (0.988 on one H100):
+docs/benchmarks.md, "DALI's levers on 4 GPUs". Needs a CUDA GPU and DALI:
 `python -m pytest -m gpu tests/e2e/test_dali_gpu.py` on a GPU machine."""
 
 import importlib.util
@@ -25,21 +27,30 @@ def cuda_and_dali() -> bool:
     return torch.cuda.is_available()
 
 
+ONE_GPU = ["data.dali.num_threads=12", "data.dali.hw_decoder_load=0", "data.dali.cpu_decode_share=0.25"]
+
+
 @pytest.mark.skipif(not cuda_and_dali(), reason="needs a CUDA GPU and nvidia-dali")
 def test_dali_keeps_up_with_synthetic_at_the_defaults(tmp_path):
     # 5,000 JPEGs of ImageNet's size: an epoch every 19 steps, so the window crosses epoch ends.
     make(tmp_path / "imagenet", classes=50, train_per_class=100, val_per_class=1)
     figures = {}
-    for data in ("synthetic", "dali"):
-        # the median of 3 windows, and the same 1000-class head for both (the tree's 50 folders would give dali 50)
+    for name, data, keys in (("synthetic", "synthetic", []), ("dali", "dali", []), ("one_gpu", "dali", ONE_GPU)):
+        # the median of 3 windows, and the same 1000-class head for all (the tree's 50 folders would give dali 50)
         run = rn50(tmp_path, f"data={data}", f"data.root={tmp_path / 'imagenet'}", "bench.repeats=3",
-                   "model.num_classes=1000", f"hydra.run.dir={data}")
+                   "model.num_classes=1000", *keys, f"hydra.run.dir={name}")
         assert run.returncode == 0, run.stderr[-2000:]
-        summary = json.loads((tmp_path / data / "summary.json").read_text())
+        summary = json.loads((tmp_path / name / "summary.json").read_text())
         assert summary["train/loss_last"] < summary["train/loss_first"] and summary["train/skipped_steps_window"] == 0
-        figures[data] = summary
-    ratio = figures["dali"]["throughput/images_per_sec"] / figures["synthetic"]["throughput/images_per_sec"]
-    print(f"dali {figures['dali']['throughput/images_per_sec']:.1f} / synthetic "
-          f"{figures['synthetic']['throughput/images_per_sec']:.1f} = {ratio:.3f}; data wait "
-          f"{figures['dali']['data/wait_pct']:.1f}%, {figures['dali']['cpu/cores_per_device']:.1f} CPU cores")
-    assert ratio >= 0.97
+        figures[name] = summary
+    ratio = {}
+    for name in ("dali", "one_gpu"):
+        ratio[name] = figures[name]["throughput/images_per_sec"] / figures["synthetic"]["throughput/images_per_sec"]
+        print(f"{name}: {figures[name]['throughput/images_per_sec']:.1f} / synthetic "
+              f"{figures['synthetic']['throughput/images_per_sec']:.1f} = {ratio[name]:.3f}; data wait "
+              f"{figures[name]['data/wait_pct']:.1f}%, {figures[name]['cpu/cores_per_device']:.1f} CPU cores, "
+              f"hardware decoder {figures[name].get('gpu/jpeg_utilization_pct', 0):.0f}% busy")
+    # The defaults pay the hardware decoder's per-batch sync on one GPU (0.967 measured; 0.97 is issue 44's
+    # target, not met by them); the one-GPU settings met it (0.988).
+    assert ratio["dali"] >= 0.95 and ratio["one_gpu"] >= 0.97
+    assert figures["dali"]["gpu/jpeg_utilization_pct"] > 0 and figures["one_gpu"]["gpu/jpeg_utilization_pct"] == 0
