@@ -1,8 +1,9 @@
 """data=dali against data=synthetic on one GPU (issue 44): the same run with the same settings, in one test,
 so that a change which slows DALI's feed fails here. Two settings: data=dali's defaults, chosen for hosts
-whose every GPU decodes (the hardware decoder; 0.967 of synthetic on one H100, 0.961 on four), and the
-settings conf/data/dali.yaml gives for one GPU with the host's cores to itself (0.988 on one H100):
-docs/benchmarks.md, "DALI's levers on 4 GPUs". Needs a CUDA GPU and DALI:
+whose every GPU decodes (the hardware decoder, 6 threads: 0.961 of synthetic on four H100s; on one H100 the
+hardware decoder with 12 threads gave 0.967, 6 threads were not run there), and the settings
+conf/data/dali.yaml gives for one GPU with the host's cores to itself (0.988 on one H100):
+docs/benchmarks.md, "DALI's levers on 4 GPUs". Each run is one 100-step window a repeat, three repeats. Needs a CUDA GPU and DALI:
 `python -m pytest -m gpu tests/e2e/test_dali_gpu.py` on a GPU machine."""
 
 import importlib.util
@@ -41,7 +42,9 @@ def test_dali_keeps_up_with_synthetic_at_the_defaults(tmp_path):
                    "model.num_classes=1000", *keys, f"hydra.run.dir={name}")
         assert run.returncode == 0, run.stderr[-2000:]
         summary = json.loads((tmp_path / name / "summary.json").read_text())
-        assert summary["train/loss_last"] < summary["train/loss_first"] and summary["train/skipped_steps_window"] == 0
+        # trained: the loss fell (a step the loss scaler skips now and then is reported, not a failure)
+        assert summary["train/loss_last"] < summary["train/loss_first"], summary
+        assert "gpu/jpeg_utilization_pct" in summary, "NVML gave no NVJPG counter: a GPU without JPEG decoders?"
         figures[name] = summary
     ratio = {}
     for name in ("dali", "one_gpu"):
@@ -49,8 +52,10 @@ def test_dali_keeps_up_with_synthetic_at_the_defaults(tmp_path):
         print(f"{name}: {figures[name]['throughput/images_per_sec']:.1f} / synthetic "
               f"{figures['synthetic']['throughput/images_per_sec']:.1f} = {ratio[name]:.3f}; data wait "
               f"{figures[name]['data/wait_pct']:.1f}%, {figures[name]['cpu/cores_per_device']:.1f} CPU cores, "
-              f"hardware decoder {figures[name].get('gpu/jpeg_utilization_pct', 0):.0f}% busy")
-    # The defaults pay the hardware decoder's per-batch sync on one GPU (0.967 measured; 0.97 is issue 44's
-    # target, not met by them); the one-GPU settings met it (0.988).
+              f"hardware decoder {figures[name]['gpu/jpeg_utilization_pct']:.0f}% busy, "
+              f"{figures[name]['train/skipped_steps_window']:.0f} steps skipped in the windows")
+    # The hardware decoder's per-batch sync costs one GPU a little (0.967 with 12 threads; 0.97 is issue 44's
+    # target, not met there); 0.95 leaves that and the 6 threads' unmeasured difference room. The one-GPU
+    # settings met 0.97 (0.988).
     assert ratio["dali"] >= 0.95 and ratio["one_gpu"] >= 0.97
     assert figures["dali"]["gpu/jpeg_utilization_pct"] > 0 and figures["one_gpu"]["gpu/jpeg_utilization_pct"] == 0

@@ -56,7 +56,7 @@ def batches(dm, n):
 LEVERS = {
     "num_threads=1": lambda dm, pipe: dm.num_threads == pipe.num_threads == 1,
     "prefetch_queue_depth=3": lambda dm, pipe: pipe.prefetch_queue_depth == 3,
-    "hw_decoder_load=0.99": lambda dm, pipe: dm.options.hw_decoder_load == 0.99,
+    "hw_decoder_load=0.5": lambda dm, pipe: dm.options.hw_decoder_load == 0.5,
     "device_memory_padding=211025920": lambda dm, pipe: dm.options.device_memory_padding == 211025920,
     "host_memory_padding=140544512": lambda dm, pipe: dm.options.host_memory_padding == 140544512,
     "preallocate_width_hint=5980": lambda dm, pipe: dm.options.preallocate_width_hint == 5980,

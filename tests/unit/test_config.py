@@ -154,9 +154,10 @@ def test_the_decoded_image_cache_is_refused_beside_a_cpu_share(compose_cfg):
                                           r"data\.dali\.cache_size_mb=0$"):
         validate(compose_cfg(["data.dali.cache_size_mb=512", "data.dali.cpu_decode_share=0.5"]))
     validate(compose_cfg(["data.dali.cache_size_mb=512", "data.dali.cpu_decode_share=0"]))
-    # data=dali's own share (0.25) beside a size out of range: the range is what is said
+    # a CPU share beside a size out of range: the range is what is said
     with pytest.raises(ConfigError, match=r"^data\.dali\.cache_size_mb=-1 is out of range"):
-        validate(compose_cfg(["data=dali", "data.root=/data/imagenet", "data.dali.cache_size_mb=-1"]))
+        validate(compose_cfg(["data=dali", "data.root=/data/imagenet", "data.dali.cache_size_mb=-1",
+                              "data.dali.cpu_decode_share=0.25"]))
 
 
 def test_profilers_add_their_steps_after_the_measured_windows(compose_cfg):
