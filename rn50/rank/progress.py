@@ -107,7 +107,9 @@ class Progress(pl.Callback):
 
 
 def compiling_note() -> str:
-    return (f"compiling (torch.compile: minutes the first time these settings run, seconds once cached in "
+    # Not "seconds" once cached: loading experiment=fastest's graphs took 46 s on one H100 and 83 s on
+    # four (docs/benchmarks.md, "experiment=fastest on 4 GPUs").
+    return (f"compiling (torch.compile: minutes the first time these settings run, fewer once cached in "
             f"{settings.compile_cache_dir()})")
 
 

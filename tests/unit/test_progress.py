@@ -219,7 +219,7 @@ def test_a_compiled_run_says_it_compiles_then_what_it_found_cached(monkeypatch, 
     counters["inductor"]["fxgraph_cache_miss"] += 5  # an earlier run of this warm rank compiled these
     progress.on_train_start(trainer, None)
     # the heartbeat's lines carry the note while the first step compiles
-    assert progress.meter.note == ("compiling (torch.compile: minutes the first time these settings run, seconds "
+    assert progress.meter.note == ("compiling (torch.compile: minutes the first time these settings run, fewer "
                                    f"once cached in {tmp_path / 'cache'})")
     clock.t += 290.0
     counters["inductor"]["fxgraph_cache_hit"] += 12
