@@ -1,11 +1,12 @@
 """Progress of a run and of a sweep: rank 0's bar or lines through warm-up and measured
 steps (rn50/measure/meter.py draws them), and one line per finished sweep point."""
 
+import sys
 import time
 from typing import Callable, Optional, TextIO
 
 import pytorch_lightning as pl
-from torch._dynamo.utils import counters
+from torch._dynamo.utils import compile_times, counters
 
 from rn50.console import terminal
 from rn50.measure import settings
@@ -33,12 +34,15 @@ class Progress(pl.Callback):
                  total_after: int = 0, stream: Optional[TextIO] = None,
                  clock: Callable[[], float] = time.perf_counter, tty: Optional[bool] = None,
                  interval_s: float = INTERVAL_S, prefix: str = "rn50:", heartbeat: bool = True,
-                 compiling: bool = False):
+                 compiling: bool = False, timers_to: Optional[TextIO] = None):
         self.phases = [(f"{prefix} warm-up", total_warmup), (f"{prefix} measuring", total_measured)]
         self.prefix = prefix
         # torch.compile compiles in the first step: say so while it runs, and what it found cached after
         self.compiling = compiling
-        self._cache_counts = (0, 0)
+        self._cache_counts, self._compile_seconds = (0, 0), {}
+        # where torch's compile timers go: the rank's log (its stderr) unless given. Not self.log: Lightning
+        # sets that on every callback (its LightningModule.log)
+        self.timers_to = timers_to
         if total_after:
             self.phases.append((f"{prefix} profiling", total_after))
         self.images_per_step = batch_size * world_size
@@ -62,6 +66,7 @@ class Progress(pl.Callback):
         if phase == 0 and self.compiling and self.meter is not None:
             self.meter.note = compiling_note()  # the heartbeat's lines carry it until the first step ends
             self._cache_counts = cache_counts()  # a warm rank compiled earlier runs' graphs too
+            self._compile_seconds = compile_seconds()
 
     def _rate(self) -> str:
         elapsed = self.clock() - self.measure_start
@@ -88,6 +93,8 @@ class Progress(pl.Callback):
             hits, misses = (now - before for now, before in zip(cache_counts(), self._cache_counts))
             print(f"{self.prefix} {compiled_line(self.clock() - self.meter.started, hits, misses)}", file=self.stream,
                   flush=True)
+            print(f"{self.prefix} {timers_line(self._compile_seconds, compile_seconds())}",
+                  file=self.timers_to or sys.stderr, flush=True)
         if self.in_phase < self.meter.total:
             self.meter.update(self.in_phase, self._rate() if measuring else "")
             return
@@ -131,6 +138,23 @@ def compiled_line(seconds: float, hits: int, misses: int) -> str:
     else:
         what = f"no graph went through inductor's FX graph cache in {where}"
     return f"first step, with the compile, in {duration(seconds)}: {what}"
+
+
+def compile_seconds() -> dict:
+    """torch's own compile timers in this process so far (torch._dynamo.utils.compile_times, which sums
+    each timed function over the graphs): seconds by function name. The timers nest: a backend's time
+    is inside dynamo's."""
+    names, values = compile_times(repr="csv", aggregate=True)
+    return {name: float(value) for name, value in zip(names, values)}
+
+
+def timers_line(before: dict, after: dict, top: int = 8) -> str:
+    """The first step's share of torch's compile timers, the largest first: where its minutes went
+    inside torch.compile, and, set against the first step's time, how much went elsewhere (kernel
+    tuning at a kernel's first launch, CUDA-graph recording, the step itself)."""
+    spent = sorted(((after[name] - before.get(name, 0.0), name) for name in after), reverse=True)
+    shown = ", ".join(f"{name} {seconds:.1f}" for seconds, name in spent[:top] if seconds >= 0.05)
+    return f"torch.compile's timers in the first step, seconds (nested): {shown or 'none ran'}"
 
 
 class EpochProgress(pl.Callback):

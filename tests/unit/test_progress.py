@@ -212,9 +212,14 @@ def test_a_compiled_run_says_it_compiles_then_what_it_found_cached(monkeypatch, 
     from torch._dynamo.utils import counters
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
-    clock, out = FakeClock(), io.StringIO()
+    from rn50.rank import progress as module
+
+    timers = {"_compile.compile_inner": 40.0, "OutputGraph.call_user_compiler": 30.0}  # an earlier run's
+    monkeypatch.setattr(module, "compile_times", lambda repr, aggregate: (list(timers), [f"{v:.6f}" for v in
+                                                                                          timers.values()]))
+    clock, out, log = FakeClock(), io.StringIO(), io.StringIO()
     progress = Progress(2, 2, batch_size=4, world_size=1, stream=out, clock=clock, tty=False, heartbeat=False,
-                        compiling=True)
+                        compiling=True, timers_to=log)
     trainer = SimpleNamespace(is_global_zero=True)
     counters["inductor"]["fxgraph_cache_miss"] += 5  # an earlier run of this warm rank compiled these
     progress.on_train_start(trainer, None)
@@ -224,6 +229,7 @@ def test_a_compiled_run_says_it_compiles_then_what_it_found_cached(monkeypatch, 
     clock.t += 290.0
     counters["inductor"]["fxgraph_cache_hit"] += 12
     counters["inductor"]["fxgraph_cache_miss"] += 2
+    timers.update({"_compile.compile_inner": 52.5, "OutputGraph.call_user_compiler": 33.0, "async_compile.wait": 7.25})
     progress.on_train_batch_end(trainer, None, None, None, 0)
     clock.t += 1.0
     progress.on_train_batch_end(trainer, None, None, None, 1)
@@ -231,6 +237,10 @@ def test_a_compiled_run_says_it_compiles_then_what_it_found_cached(monkeypatch, 
     assert lines[1] == (f"rn50: first step, with the compile, in 4 min 50 s: 12 graph(s) loaded from the cache in "
                         f"{tmp_path / 'cache'}, 2 compiled")
     assert not any("compiling" in line for line in lines[2:])  # the note went with the first step
+    # torch's timers for this first step alone, the largest first, go to the rank's log, not the console
+    assert log.getvalue() == ("rn50: torch.compile's timers in the first step, seconds (nested): "
+                              "_compile.compile_inner 12.5, async_compile.wait 7.2, OutputGraph.call_user_compiler 3.0\n")
+    assert "timers" not in out.getvalue()
 
 
 def test_the_compile_cache_is_the_users_own_and_lasting(monkeypatch, tmp_path):
