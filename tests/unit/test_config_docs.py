@@ -1,6 +1,6 @@
 """docs/configuration.md and `python -m rn50 --help` are generated from conf/ and rn50/config/schema.py
-(rn50/config/docs.py); the README's links and test command stay true. The --help a user sees:
-tests/e2e/test_help.py."""
+(rn50/config/docs.py); the README's links and test command stay true, and docs/architecture.md names
+files that exist. The --help a user sees: tests/e2e/test_help.py."""
 
 import re
 
@@ -38,3 +38,14 @@ def test_the_readme_links_pages_that_exist_and_ci_runs_its_test_command():
         assert (ROOT / page).is_file(), page
     command = 'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && python -m pytest'
     assert f"\n{command}\n" in readme and f"\n{command}\n" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_file_and_module_the_architecture_page_names_exists():
+    """docs/architecture.md walks a run through the code: a moved or renamed file must move the page too."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    paths = set(re.findall(r"(?<![\w/])((?:rn50|conf|tests|benchmarks|hydra_plugins)/[\w./-]*\w)", page))
+    assert len(paths) > 20 and not [p for p in sorted(paths) if not (ROOT / p).exists()]
+    for dotted in set(re.findall(r"\brn50(?:\.\w+)+", page)):  # a module, or a name in one
+        parts = dotted.split(".")
+        assert any((ROOT.joinpath(*parts[:n]).with_suffix(".py")).is_file() or
+                   (ROOT.joinpath(*parts[:n]) / "__init__.py").is_file() for n in (len(parts), len(parts) - 1)), dotted
