@@ -1,7 +1,11 @@
 """The table of benchmarks/scripts/ddp_gpu.sh: every case's images/sec, its proof that it trained, its
-communication, and rn50 / bare where the same transport, GPU count and settings have both.
+communication, rn50 / bare where the same transport, GPU count and settings have both, an rn50 case's
+scaling against the 1-GPU rn50 case of the same transport and settings (images/sec / (GPUs x the 1-GPU
+figure)), and an rn50 run's seconds from its start to its first measured step (time/startup_s +
+time/warmup_s: issue 42's 60 s for a second compiled run). Several OUTDIRs make one table, as when a
+case's reference ran in another call on the same machine.
 
-    python benchmarks/scripts/ddp_table.py OUTDIR
+    python benchmarks/scripts/ddp_table.py OUTDIR [OUTDIR...]
 """
 
 import json
@@ -13,7 +17,7 @@ def row(path: Path) -> dict:
     """One case's figures, from the bare loop's JSON line or rn50's summary.json."""
     d = json.loads(path.read_text() or "{}")
     transport, gpus, what, *rest = path.stem.split("-")
-    common = dict(case=path.stem, key=(transport, gpus, "-".join(rest)), what=what)
+    common = dict(case=path.stem, key=(transport, gpus, "-".join(rest)), what=what, gpus=int(gpus), start=None)
     if "baseline" in d:
         return dict(common, ips=d["images_per_sec"], first=d.get("loss_first"), last=d.get("loss_last"),
                     skipped=d.get("skipped_steps_window"), comm=d.get("profile/comm_ms_per_step"),
@@ -24,26 +28,42 @@ def row(path: Path) -> dict:
                 comm=d.get("profile/comm_ms_per_step"), exposed=d.get("profile/comm_exposed_ms_per_step"),
                 allreduce=d.get("comm/allreduce_ms"), busbw=d.get("comm/busbw_GBps"),
                 lead=d.get("host/lead_median_ms"), bound=d.get("host/bound_steps_pct"), gc=d.get("host/gc_ms"),
-                transport=d.get("transport"))
+                transport=d.get("transport"), start=first_measured_s(d))
+
+
+def first_measured_s(summary: dict):
+    """Seconds from the run's start to its first measured step, where it recorded both parts."""
+    parts = summary.get("time/startup_s"), summary.get("time/warmup_s")
+    return None if None in parts else sum(parts)
 
 
 def fmt(value, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def main(out: str) -> None:
-    rows = [row(p) for p in sorted(Path(out).glob("*.json")) if p.stat().st_size]
+def scaling(r: dict, one_gpu: dict):
+    """An rn50 case's images/sec against GPUs x its 1-GPU case's (same transport and settings; RUN=2, which
+    only renames a second run, does not count as a setting)."""
+    base = one_gpu.get((r["key"][0], r["key"][2].removesuffix("_run_2")))
+    return r["ips"] / (r["gpus"] * base) if r["what"] == "rn50" and r["gpus"] > 1 and r["ips"] and base else None
+
+
+def main(outs: list) -> None:
+    rows = [row(p) for out in outs for p in sorted(Path(out).glob("*.json")) if p.stat().st_size]
     bare = {r["key"]: r["ips"] for r in rows if r["what"] == "bare" and r["ips"]}
-    print("| case | images/sec | rn50 / bare | loss first -> last | skipped in window | comm ms/step "
-          "| exposed ms/step | all-reduce ms | busbw GB/s | host lead ms | host-bound steps % | gc ms |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    one_gpu = {(r["key"][0], r["key"][2].removesuffix("_run_2")): r["ips"] for r in rows
+               if r["what"] == "rn50" and r["gpus"] == 1 and r["ips"]}
+    print("| case | images/sec | rn50 / bare | x GPUs x 1 GPU | loss first -> last | skipped in window | comm ms/step "
+          "| exposed ms/step | all-reduce ms | busbw GB/s | host lead ms | host-bound steps % | gc ms "
+          "| start to first measured s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         ratio = r["ips"] / bare[r["key"]] if r["what"] != "bare" and r["ips"] and r["key"] in bare else None
-        print(f"| {r['case']} | {fmt(r['ips'])} | {fmt(ratio, '.4f')} | {fmt(r['first'], '.3g')} -> "
-              f"{fmt(r['last'], '.3g')} | {fmt(r['skipped'], '.0f')} | {fmt(r['comm'], '.2f')} | "
-              f"{fmt(r['exposed'], '.2f')} | {fmt(r['allreduce'], '.2f')} | {fmt(r['busbw'])} | "
-              f"{fmt(r['lead'])} | {fmt(r['bound'])} | {fmt(r['gc'])} |")
+        print(f"| {r['case']} | {fmt(r['ips'])} | {fmt(ratio, '.4f')} | {fmt(scaling(r, one_gpu), '.4f')} | "
+              f"{fmt(r['first'], '.3g')} -> {fmt(r['last'], '.3g')} | {fmt(r['skipped'], '.0f')} | "
+              f"{fmt(r['comm'], '.2f')} | {fmt(r['exposed'], '.2f')} | {fmt(r['allreduce'], '.2f')} | "
+              f"{fmt(r['busbw'])} | {fmt(r['lead'])} | {fmt(r['bound'])} | {fmt(r['gc'])} | {fmt(r['start'])} |")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1:])
