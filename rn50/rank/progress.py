@@ -39,7 +39,7 @@ class Progress(pl.Callback):
         self.prefix = prefix
         # torch.compile compiles in the first step: say so while it runs, and what it found cached after
         self.compiling = compiling
-        self._cache_counts, self._compile_seconds = (0, 0), {}
+        self._cache_counts, self._compile_seconds = (0, 0), None  # None: no timers line to write
         # where torch's compile timers go: the rank's log (its stderr) unless given. Not self.log: Lightning
         # sets that on every callback (its LightningModule.log)
         self.timers_to = timers_to
@@ -93,8 +93,7 @@ class Progress(pl.Callback):
             hits, misses = (now - before for now, before in zip(cache_counts(), self._cache_counts))
             print(f"{self.prefix} {compiled_line(self.clock() - self.meter.started, hits, misses)}", file=self.stream,
                   flush=True)
-            print(f"{self.prefix} {timers_line(self._compile_seconds, compile_seconds())}",
-                  file=self.timers_to or sys.stderr, flush=True)
+            self._log_timers()
         if self.in_phase < self.meter.total:
             self.meter.update(self.in_phase, self._rate() if measuring else "")
             return
@@ -102,7 +101,17 @@ class Progress(pl.Callback):
         self.meter.finish(self._rate() if measuring else "")
         self._start(self.phase + 1)
 
+    def _log_timers(self) -> None:
+        """Once a run, at the first step's end or at the run's if that never came (a compile that
+        failed or was stopped is when it helps most)."""
+        if self._compile_seconds is not None:
+            print(f"{self.prefix} {timers_line(self._compile_seconds, compile_seconds())}",
+                  file=self.timers_to or sys.stderr, flush=True)
+            self._compile_seconds = None
+
     def on_train_end(self, trainer, pl_module) -> None:
+        if self.enabled and self.compiling:
+            self._log_timers()
         if self.enabled and self.meter is not None:  # stopped early: close the line
             self.meter.finish()
             self.meter = None
@@ -142,18 +151,22 @@ def compiled_line(seconds: float, hits: int, misses: int) -> str:
 
 def compile_seconds() -> dict:
     """torch's own compile timers in this process so far (torch._dynamo.utils.compile_times, which sums
-    each timed function over the graphs): seconds by function name. The timers nest: a backend's time
-    is inside dynamo's."""
-    names, values = compile_times(repr="csv", aggregate=True)
-    return {name: float(value) for name, value in zip(names, values)}
+    each timed function over the graphs): seconds by function name; {} where torch's format is not the
+    one read here, since a diagnostic must not fail the run."""
+    try:
+        names, values = compile_times(repr="csv", aggregate=True)
+        return {name: float(value) for name, value in zip(names, values)}
+    except (TypeError, ValueError):
+        return {}
 
 
-def timers_line(before: dict, after: dict, top: int = 8) -> str:
-    """The first step's share of torch's compile timers, the largest first: where its minutes went
-    inside torch.compile, and, set against the first step's time, how much went elsewhere (kernel
-    tuning at a kernel's first launch, CUDA-graph recording, the step itself)."""
+def timers_line(before: dict, after: dict) -> str:
+    """The first step's share of torch's compile timers, every one of 0.1 s or more, the largest first.
+    They include dynamo's tracing, the backend (AOTAutograd, inductor's code generation and compile),
+    loading the compiled kernels, the kernel tuning's benchmarks and the CUDA-graph recording, where
+    torch times them; many nest inside others, so they do not add up."""
     spent = sorted(((after[name] - before.get(name, 0.0), name) for name in after), reverse=True)
-    shown = ", ".join(f"{name} {seconds:.1f}" for seconds, name in spent[:top] if seconds >= 0.05)
+    shown = ", ".join(f"{name} {seconds:.1f}" for seconds, name in spent if seconds >= 0.1)
     return f"torch.compile's timers in the first step, seconds (nested): {shown or 'none ran'}"
 
 

@@ -41,11 +41,19 @@ def test_the_readme_links_pages_that_exist_and_ci_runs_its_test_command():
 
 
 def test_every_file_and_module_the_architecture_page_names_exists():
-    """docs/architecture.md walks a run through the code: a moved or renamed file must move the page too."""
+    """docs/architecture.md walks a run through the code: a moved or renamed file, module or name in one
+    must move the page too. Paths are its code spans with a slash (from the root, or inside rn50/: the
+    walk's helpers), and bare `NAME.py` spans; dotted names are modules, or names their module defines."""
     page = (ROOT / "docs" / "architecture.md").read_text()
-    paths = set(re.findall(r"(?<![\w/])((?:rn50|conf|tests|benchmarks|hydra_plugins)/[\w./-]*\w)", page))
-    assert len(paths) > 20 and not [p for p in sorted(paths) if not (ROOT / p).exists()]
-    for dotted in set(re.findall(r"\brn50(?:\.\w+)+", page)):  # a module, or a name in one
-        parts = dotted.split(".")
-        assert any((ROOT.joinpath(*parts[:n]).with_suffix(".py")).is_file() or
-                   (ROOT.joinpath(*parts[:n]) / "__init__.py").is_file() for n in (len(parts), len(parts) - 1)), dotted
+    spans = set(re.findall(r"`([^`\s]+)`", page))
+    paths = [s for s in spans if "/" in s and not re.search(r"[<>*$]", s)]
+    assert len(paths) > 30, paths
+    assert not [p for p in paths if not ((ROOT / p).exists() or (ROOT / "rn50" / p).exists())]
+    files = [s for s in spans if re.fullmatch(r"\w+\.py", s)]
+    assert not [f for f in files if not any((ROOT / "rn50").rglob(f))]
+    for dotted in set(re.findall(r"\brn50(?:\.\w+)+", page)):
+        *module, name = dotted.split(".")
+        if ROOT.joinpath(*module, name).with_suffix(".py").is_file() or (ROOT.joinpath(*module, name) / "__init__.py").is_file():
+            continue
+        source = ROOT.joinpath(*module).with_suffix(".py")
+        assert source.is_file() and re.search(rf"^(def|class) {name}\b|^{name}\s*[:=]", source.read_text(), re.M), dotted

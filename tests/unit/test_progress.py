@@ -241,6 +241,26 @@ def test_a_compiled_run_says_it_compiles_then_what_it_found_cached(monkeypatch, 
     assert log.getvalue() == ("rn50: torch.compile's timers in the first step, seconds (nested): "
                               "_compile.compile_inner 12.5, async_compile.wait 7.2, OutputGraph.call_user_compiler 3.0\n")
     assert "timers" not in out.getvalue()
+    progress.on_train_end(trainer, None)
+    assert log.getvalue().count("timers") == 1  # once a run
+
+
+def test_a_compile_that_never_finishes_its_first_step_still_logs_its_timers(monkeypatch):
+    from rn50.rank import progress as module
+
+    timers = {"_compile.compile_inner": 1.0}
+    monkeypatch.setattr(module, "compile_times", lambda repr, aggregate: (list(timers), [str(v) for v in
+                                                                                          timers.values()]))
+    log = io.StringIO()
+    progress = Progress(2, 2, batch_size=4, world_size=1, stream=io.StringIO(), clock=FakeClock(), tty=False,
+                        heartbeat=False, compiling=True, timers_to=log)
+    progress.on_train_start(SimpleNamespace(is_global_zero=True), None)
+    timers["_compile.compile_inner"] = 301.0
+    progress.on_exception(SimpleNamespace(is_global_zero=True), None, RuntimeError("stopped while compiling"))
+    assert log.getvalue() == "rn50: torch.compile's timers in the first step, seconds (nested): _compile.compile_inner 300.0\n"
+    # a torch whose timers read otherwise: the line says so, and the run goes on
+    monkeypatch.setattr(module, "compile_times", lambda repr, aggregate: None)
+    assert module.compile_seconds() == {}
 
 
 def test_the_compile_cache_is_the_users_own_and_lasting(monkeypatch, tmp_path):
