@@ -9,6 +9,7 @@ case's reference ran in another call on the same machine.
 """
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -41,18 +42,27 @@ def fmt(value, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def settings(key: tuple) -> tuple:
+    """A case's transport and settings; RUN=2, which only renames a second run, is not a setting."""
+    return key[0], re.sub(r"^run_2(_|$)|_run_2(?=_|$)", "", key[2])
+
+
 def scaling(r: dict, one_gpu: dict):
-    """An rn50 case's images/sec against GPUs x its 1-GPU case's (same transport and settings; RUN=2, which
-    only renames a second run, does not count as a setting)."""
-    base = one_gpu.get((r["key"][0], r["key"][2].removesuffix("_run_2")))
+    """An rn50 case's images/sec against GPUs x its 1-GPU case's (same transport and settings)."""
+    base = one_gpu.get(settings(r["key"]))
     return r["ips"] / (r["gpus"] * base) if r["what"] == "rn50" and r["gpus"] > 1 and r["ips"] and base else None
 
 
 def main(outs: list) -> None:
-    rows = [row(p) for out in outs for p in sorted(Path(out).glob("*.json")) if p.stat().st_size]
+    """With several OUTDIRs each case is named OUTDIR/CASE, and where a reference (a bare case, a 1-GPU
+    rn50 case) is in more than one, the last OUTDIR's is used."""
+    paths = [p for out in outs for p in sorted(Path(out).glob("*.json")) if p.stat().st_size]
+    rows = [row(p) for p in paths]
+    if len(outs) > 1:
+        for r, p in zip(rows, paths):
+            r["case"] = f"{p.parent.name}/{r['case']}"
     bare = {r["key"]: r["ips"] for r in rows if r["what"] == "bare" and r["ips"]}
-    one_gpu = {(r["key"][0], r["key"][2].removesuffix("_run_2")): r["ips"] for r in rows
-               if r["what"] == "rn50" and r["gpus"] == 1 and r["ips"]}
+    one_gpu = {settings(r["key"]): r["ips"] for r in rows if r["what"] == "rn50" and r["gpus"] == 1 and r["ips"]}
     print("| case | images/sec | rn50 / bare | x GPUs x 1 GPU | loss first -> last | skipped in window | comm ms/step "
           "| exposed ms/step | all-reduce ms | busbw GB/s | host lead ms | host-bound steps % | gc ms "
           "| start to first measured s |")
