@@ -13,7 +13,7 @@ from typing import List, Optional
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rn50 import STARTED, console
 from rn50.config import docs
@@ -58,12 +58,7 @@ def help_asked(argv: List[str]) -> bool:
 def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # errors reach `reported`, one line, not Hydra's printer
     console.quiet()
-    # --help's groups and keys (conf/hydra/help/rn50.yaml). Hydra resolves the help template on every
-    # run, so the text is made only when --help asks for it.
-    if help_asked(sys.argv[1:]):
-        docs.register_help()
-    else:
-        OmegaConf.register_new_resolver(docs.HELP_RESOLVER, lambda: "", replace=True)
+    docs.register_help(help_asked(sys.argv[1:]))  # --help's groups and keys, made only when asked for
     stop.on_signals()
     with stop.closing(), reported():
         run()

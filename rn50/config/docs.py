@@ -249,9 +249,11 @@ def help_text(*, _root_: DictConfig) -> str:
     return text(_root_, markdown=False).replace("$", "$$").rstrip()
 
 
-def register_help() -> None:
-    """Lets conf/hydra/help/rn50.yaml's template say ${rn50_help:} (in place of an earlier run's empty one)."""
-    OmegaConf.register_new_resolver(HELP_RESOLVER, help_text, replace=True)
+def register_help(asked: bool = True) -> None:
+    """Lets conf/hydra/help/rn50.yaml's template say ${rn50_help:}: the groups and keys where --help is
+    asked for, else nothing, since Hydra resolves the template on every run (replacing an earlier
+    run's resolver in the same process)."""
+    OmegaConf.register_new_resolver(HELP_RESOLVER, help_text if asked else lambda: "", replace=True)
 
 
 if __name__ == "__main__":

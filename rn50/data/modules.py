@@ -79,6 +79,9 @@ class RankLoader(DataLoader):
     dropped. Only the starting thread blocks them, so the rank acts on its own at once: the kernel
     hands them to the rank's other threads, and Python runs the handler in the main thread anyway."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, worker_init_fn=ignore_job_signals, **kwargs)  # the block's other half
+
     def _get_iterator(self):  # where torch starts the workers: each epoch's, or persistent ones once
         held = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # as it is: put back whatever a handler raises
         try:
@@ -170,7 +173,6 @@ class ImageFolderData(pl.LightningDataModule):
                           num_workers=self.num_workers,
                           multiprocessing_context=worker_context(self.num_workers, self.trainer.world_size),
                           pin_memory=self.trainer.strategy.root_device.type == "cuda",
-                          worker_init_fn=ignore_job_signals,
                           persistent_workers=not self.validate, drop_last=True, generator=generator)
 
     def seed_epoch(self, epoch: int) -> None:
@@ -185,7 +187,6 @@ class ImageFolderData(pl.LightningDataModule):
         mine = Subset(dataset, shard(len(dataset), self.trainer.global_rank, self.trainer.world_size))
         return RankLoader(mine, self.batch_size, shuffle=False, num_workers=self.num_workers,
                           multiprocessing_context=worker_context(self.num_workers, self.trainer.world_size),
-                          worker_init_fn=ignore_job_signals,
                           pin_memory=self.trainer.strategy.root_device.type == "cuda", drop_last=False)
 
     def on_after_batch_transfer(self, batch, dataloader_idx):

@@ -110,8 +110,7 @@ class Progress(pl.Callback):
             self._compile_seconds = None
 
     def on_train_end(self, trainer, pl_module) -> None:
-        if self.enabled and self.compiling:
-            self._log_timers()
+        self._log_timers()
         if self.enabled and self.meter is not None:  # stopped early: close the line
             self.meter.finish()
             self.meter = None
