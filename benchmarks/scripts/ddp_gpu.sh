@@ -64,7 +64,8 @@ for case in "$@"; do
       env "${envs[@]}" timeout "$left" python3 -m rn50 "dist=1n${gpus}g" bench.repeats="$repeats" "${keys[@]}" \
         "${extra[@]}" hydra.run.dir="$work/$name" > "$out/$name.log" 2>&1
       cp "$work/$name/summary.json" "$out/$name.json" 2>/dev/null
-      [ "${PROFILE:-0}" = 1 ] && mkdir -p "$out/$name" && cp "$work/$name/trace.json.gz" "$out/$name/trace-rank0.json.gz"
+      mkdir -p "$out/$name" && cp "$work/$name"/rank*.log "$out/$name/" 2>/dev/null  # compile timers, warnings
+      [ "${PROFILE:-0}" = 1 ] && cp "$work/$name/trace.json.gz" "$out/$name/trace-rank0.json.gz"
       ;;
     sweep)  # one --multirun: its points share warm ranks; OVERRIDES hold the swept keys (a,b as a|b)
       swept=(); for kv in "${keys[@]}"; do swept+=("${kv//|/,}"); done
