@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional
 
 from omegaconf import DictConfig
 
-from rn50.config.schema import Accelerator, CompileMode
+from rn50.config.schema import Accelerator, CompileDDP, CompileMode
 from rn50.errors import ConfigError
 
 # The compile modes whose compiled graphs inductor replays as CUDA graphs.
@@ -33,7 +33,8 @@ def check_cuda_graphs(cfg: DictConfig) -> None:
     what a valid config captures).
 
     model.cuda_graphs=true needs model.compile=true (the graphs are torch.compile's), and a GPU;
-    model.autotune_pointwise and model.autotune_coordinate_descent need model.compile=true too.
+    model.autotune_pointwise, model.autotune_coordinate_descent and a model.compile_ddp other than
+    torch's default need model.compile=true too.
     Raises ConfigError, one line naming the key, on a CPU run (dist.accelerator=cpu: call it again
     once `auto` is resolved), with compile_mode=max-autotune-no-cudagraphs, and with fewer warm-up
     steps than recording needs.
@@ -44,6 +45,9 @@ def check_cuda_graphs(cfg: DictConfig) -> None:
         if model[key] and not model.compile:
             raise ConfigError(f"model.{key}=true tunes torch.compile's kernels, so it needs "
                               f"model.compile=true; add it, or model.{key}=false")
+    if model.compile_ddp != CompileDDP.ddp_optimizer and not model.compile:
+        raise ConfigError(f"model.compile_ddp={model.compile_ddp.value} sets how torch.compile splits the graph "
+                          f"for DDP, so it needs model.compile=true; add it, or model.compile_ddp=ddp_optimizer")
     if model.cuda_graphs and not model.compile:
         raise ConfigError("model.cuda_graphs=true needs model.compile=true: the graphs are captured "
                           "through torch.compile (mode=reduce-overhead); add it, or model.cuda_graphs=false")

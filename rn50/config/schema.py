@@ -59,6 +59,14 @@ CompileMode = Enum(
 )
 
 
+class CompileDDP(Enum):
+    """How torch.compile meets DDP: torch._dynamo.config.optimize_ddp's own names (its third,
+    python_reducer, needs compiled autograd, which rn50 does not run)."""
+
+    ddp_optimizer = "ddp_optimizer"
+    no_optimization = "no_optimization"
+
+
 @dataclass
 class ModelConfig:
     arch: Arch = Arch.resnet50
@@ -82,7 +90,15 @@ class ModelConfig:
     """With model.compile: inductor refines each of its own kernels' block sizes and warps one
     step at a time while it gets faster (coordinate_descent_tuning). The first compile takes
     minutes longer (docs/benchmarks.md, issue 13); later runs of the same shapes read the tuned
-    configs from inductor's cache."""
+    configs from inductor's cache: all of them from torch 2.12, while torch 2.11 tunes some again
+    (pytorch/pytorch#172819; the rank's log says how long)."""
+    compile_ddp: CompileDDP = CompileDDP.ddp_optimizer
+    """With model.compile on more than one rank, how the compiled network meets DDP
+    (torch._dynamo.config.optimize_ddp): ddp_optimizer, torch's default, splits the compiled graph at
+    DDP's gradient buckets, so that each bucket's all-reduce can start while the backward goes on;
+    no_optimization compiles one graph and all-reduces every gradient after the whole backward. Over
+    NVLink, where the all-reduce is short, one graph was faster (docs/benchmarks.md, issue 42); over a
+    slow network the overlap is what the split is for. One rank has no DDP, so it changes nothing there."""
     num_classes: Optional[int] = None
     """Width of the classifier head; null follows the data: the number of class folders in
     data.root/train for image folders (their labels), 1000 (ImageNet's) for synthetic data."""

@@ -37,7 +37,7 @@ from rn50.measure.device import DeviceClock
 from rn50.measure.meter import Meter
 from rn50.measure.timing import WindowTimer, window_images_per_sec
 from rn50.options.components import Options
-from rn50.recipe.model import configure_inductor
+from rn50.recipe.model import configure_compile
 from rn50.recipe.train_step import build_train_step
 
 log = logging.getLogger("rn50")
@@ -189,7 +189,7 @@ def make_probe(cfg, device, limits: Limits, precision) -> Callable[[int], Option
     run's option (rn50/options/precision.py), whose autocast and scaler the step takes.
     """
     mode = compile_mode(cfg.model)
-    configure_inductor(cfg.model.autotune_pointwise, cfg.model.autotune_coordinate_descent)
+    configure_compile(cfg.model.autotune_pointwise, cfg.model.autotune_coordinate_descent, cfg.model.compile_ddp.value)
     torch.backends.cudnn.benchmark = True  # as the Trainer's benchmark=True
     train = build_train_step(cfg.model.arch.value, precision, device,
                              num_classes=cfg.model.num_classes, image_size=cfg.data.image_size,

@@ -7,10 +7,16 @@ from typing import Callable, Optional, TextIO
 
 import pytorch_lightning as pl
 from torch._dynamo.utils import compile_times, counters
+from torch.torch_version import __version__ as torch_version
 
 from rn50.console import terminal
 from rn50.measure import settings
 from rn50.measure.meter import INTERVAL_S, Meter, duration, is_tty, rate_text
+
+# Torch's timer of inductor's coordinate descent tuning (model.autotune_coordinate_descent), and the first
+# torch whose cached graphs keep its results: before it a warm start tunes again (pytorch/pytorch#172819,
+# CachingAutotuner.recheck_autotune_cache; 2.11.0 has the bug, 2.12.0 has the fix).
+RETUNING, FIXED_RETUNING = "CachingAutotuner.coordinate_descent_tuning", "2.12"
 
 
 class Progress(pl.Callback):
@@ -40,6 +46,7 @@ class Progress(pl.Callback):
         # torch.compile compiles in the first step: say so while it runs, and what it found cached after
         self.compiling = compiling
         self._cache_counts, self._compile_seconds = (0, 0), None  # None: no timers line to write
+        self._all_cached = False  # whether the first step's graphs all came from the cache
         # where torch's compile timers go: the rank's log (its stderr) unless given. Not self.log: Lightning
         # sets that on every callback (its LightningModule.log)
         self.timers_to = timers_to
@@ -91,6 +98,7 @@ class Progress(pl.Callback):
         measuring = self.phase == 1
         if self.compiling and self.phase == 0 and self.in_phase == 1:
             hits, misses = (now - before for now, before in zip(cache_counts(), self._cache_counts))
+            self._all_cached = hits > 0 and not misses
             print(f"{self.prefix} {compiled_line(self.clock() - self.meter.started, hits, misses)}", file=self.stream,
                   flush=True)
             self._log_timers()
@@ -105,7 +113,7 @@ class Progress(pl.Callback):
         """Once a run, at the first step's end or at the run's if that never came (a compile that
         failed or was stopped is when it helps most)."""
         if self._compile_seconds is not None:
-            print(f"{self.prefix} {timers_line(self._compile_seconds, compile_seconds())}",
+            print(f"{self.prefix} {timers_line(self._compile_seconds, compile_seconds(), self._all_cached)}",
                   file=self.timers_to or sys.stderr, flush=True)
             self._compile_seconds = None
 
@@ -159,14 +167,22 @@ def compile_seconds() -> dict:
         return {}
 
 
-def timers_line(before: dict, after: dict) -> str:
+def timers_line(before: dict, after: dict, all_cached: bool = False) -> str:
     """The first step's share of torch's compile timers, every one of 0.1 s or more, the largest first.
     They include dynamo's tracing, the backend (AOTAutograd, inductor's code generation and compile),
     loading the compiled kernels, the kernel tuning's benchmarks and the CUDA-graph recording, where
-    torch times them; many nest inside others, so they do not add up."""
+    torch times them; many nest inside others, so they do not add up. all_cached: every graph came
+    from the cache, so kernel tuning that still ran is torch's, not these settings' first compile."""
     spent = sorted(((after[name] - before.get(name, 0.0), name) for name in after), reverse=True)
     shown = ", ".join(f"{name} {seconds:.1f}" for seconds, name in spent if seconds >= 0.1)
-    return f"torch.compile's timers in the first step, seconds (nested): {shown or 'none ran'}"
+    line = f"torch.compile's timers in the first step, seconds (nested): {shown or 'none ran'}"
+    retuned = after.get(RETUNING, 0.0) - before.get(RETUNING, 0.0)
+    if all_cached and retuned >= 1.0 and torch_version < FIXED_RETUNING:
+        # 44.8 of a warm 2-GPU experiment=fastest's 61 s first step on torch 2.11 (docs/benchmarks.md, issue 42)
+        line += (f". Coordinate descent tuned kernels again for {retuned:.1f} s though every graph came from "
+                 f"the cache: torch {torch_version} does not read its results back (pytorch/pytorch#172819); "
+                 f"torch {FIXED_RETUNING} and later do")
+    return line
 
 
 class EpochProgress(pl.Callback):

@@ -4,6 +4,7 @@ import functools
 
 import pytorch_lightning as pl
 import torch
+import torch._dynamo.config as dynamo
 import torch._inductor.config as inductor  # Lightning imports inductor anyway: this costs a rank nothing more
 import torchvision
 from lightning_fabric.utilities.throughput import measure_flops
@@ -18,11 +19,14 @@ def build_network(arch: str, num_classes: int, channels_last: bool) -> nn.Module
     return net.to(memory_format=torch.channels_last) if channels_last else net
 
 
-def configure_inductor(autotune_pointwise: bool, autotune_coordinate_descent: bool) -> None:
-    """Inductor's process-wide settings for the next compile. Set either way, since a warm rank
-    (rn50/launcher/pool.py) compiles the next sweep point in the same process."""
+def configure_compile(autotune_pointwise: bool, autotune_coordinate_descent: bool,
+                      ddp: str = "ddp_optimizer") -> None:
+    """torch.compile's process-wide settings for the next compile: inductor's kernel tuning, and how
+    dynamo meets DDP (model.compile_ddp; read when the first step compiles). Set either way, since a
+    warm rank (rn50/launcher/pool.py) compiles the next sweep point in the same process."""
     inductor.max_autotune_pointwise = bool(autotune_pointwise)
     inductor.coordinate_descent_tuning = bool(autotune_coordinate_descent)
+    dynamo.optimize_ddp = ddp
 
 
 @functools.lru_cache(maxsize=None)  # a warm rank counts each network once
@@ -41,7 +45,8 @@ class ResNetModule(pl.LightningModule):
         self.net = build_network(model_cfg.arch.value, model_cfg.num_classes, model_cfg.channels_last)
         mode = compile_mode(model_cfg)
         if mode is not None:  # model.compile, or model.cuda_graphs (reduce-overhead)
-            configure_inductor(model_cfg.autotune_pointwise, model_cfg.autotune_coordinate_descent)
+            configure_compile(model_cfg.autotune_pointwise, model_cfg.autotune_coordinate_descent,
+                              model_cfg.compile_ddp.value)
             self.net = torch.compile(self.net, mode=mode)
         self.optim_cfg, self.fused = optim_cfg, fused
         self.criterion = nn.CrossEntropyLoss()

@@ -39,7 +39,7 @@ from rn50.measure.timing import WindowTimer, host_lead
 from rn50.options.components import Options
 from rn50.point.validate import validate
 from rn50.profiling import torch_profile
-from rn50.recipe.model import configure_inductor
+from rn50.recipe.model import configure_compile
 from rn50.recipe.precision import set_math_mode
 from rn50.recipe.train_step import build_train_step
 
@@ -65,6 +65,8 @@ def main(argv=None) -> dict:
                    help="with --compile: rn50's model.autotune_pointwise=true")
     p.add_argument("--autotune-coordinate-descent", action="store_true",
                    help="with --compile: rn50's model.autotune_coordinate_descent=true")
+    p.add_argument("--compile-ddp", default="ddp_optimizer", choices=["ddp_optimizer", "no_optimization"],
+                   help="with --compile under torchrun: rn50's model.compile_ddp")
     p.add_argument("--conv-1x1-as-mm", action="store_true",
                    help="inductor lowers 1x1 convolutions to matmuls it can fuse with their neighbours")
     p.add_argument("--cuda-graph", action="store_true",
@@ -86,6 +88,8 @@ def main(argv=None) -> dict:
         p.error("--decode-only and --dali need --data-root")
     if (args.autotune_pointwise or args.autotune_coordinate_descent) and not args.compile:
         p.error("--autotune-pointwise and --autotune-coordinate-descent tune torch.compile's kernels: add --compile")
+    if args.compile_ddp != "ddp_optimizer" and not args.compile:
+        p.error(f"--compile-ddp {args.compile_ddp} sets how torch.compile splits the graph for DDP: add --compile")
     if args.warmup_steps < 1:
         p.error("--warmup-steps must be 1 or more: the window's first edge follows a step, whose loss it reads")
     if args.data_root is not None and args.cuda_graph:
@@ -111,7 +115,7 @@ def main(argv=None) -> dict:
     torch.manual_seed(0)
     if args.conv_1x1_as_mm:
         inductor.conv_1x1_as_mm = True
-    configure_inductor(args.autotune_pointwise, args.autotune_coordinate_descent)
+    configure_compile(args.autotune_pointwise, args.autotune_coordinate_descent, args.compile_ddp)
     options = dict(image_size=args.image_size, channels_last=args.channels_last,
                    compile_mode=args.compile_mode if args.compile else None, loss_scale=args.loss_scale,
                    ddp=world > 1)

@@ -72,6 +72,8 @@ def test_the_command_line_wins_over_a_preset(compose_cfg, before):
                                         "model.compile=true"),
     (["model.autotune_coordinate_descent=true"], "model.autotune_coordinate_descent=true tunes torch.compile's "
                                                  "kernels, so it needs model.compile=true"),
+    (["model.compile_ddp=no_optimization"], "model.compile_ddp=no_optimization sets how torch.compile splits the "
+                                            "graph for DDP, so it needs model.compile=true"),
 ])
 def test_captures_that_cannot_work_name_the_key(compose_cfg, overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -123,8 +125,9 @@ def test_bad_batch_sizes_name_the_key(compose_cfg, value, message):
     assert str(info.value) == message
 
 
-def test_autotune_pointwise_is_set_for_each_compile_of_a_warm_rank(compose_cfg, monkeypatch):
-    """A warm rank compiles the next sweep point in the same process: the setting follows each."""
+def test_compile_settings_are_set_for_each_compile_of_a_warm_rank(compose_cfg, monkeypatch):
+    """A warm rank compiles the next sweep point in the same process: the settings follow each."""
+    import torch._dynamo.config as dynamo
     import torch._inductor.config as inductor
 
     from rn50.launcher.launch import num_classes
@@ -133,6 +136,7 @@ def test_autotune_pointwise_is_set_for_each_compile_of_a_warm_rank(compose_cfg, 
     # Inductor's settings are the process's: whatever the points set, the test puts them back.
     monkeypatch.setattr(inductor, "max_autotune_pointwise", inductor.max_autotune_pointwise)
     monkeypatch.setattr(inductor, "coordinate_descent_tuning", inductor.coordinate_descent_tuning)
+    monkeypatch.setattr(dynamo, "optimize_ddp", dynamo.optimize_ddp)
 
     def compile_point(overrides):
         """Inductor's settings once a rank has built the point's model as a run builds it
@@ -141,9 +145,12 @@ def test_autotune_pointwise_is_set_for_each_compile_of_a_warm_rank(compose_cfg, 
         cfg = validate(on_gpu(compose_cfg(["model=resnet18", *overrides])))
         cfg = decided(cfg, {"model.num_classes": num_classes(cfg)})  # synthetic data: ImageNet's classes
         ResNetModule(cfg.model, cfg.optim, fused_default(cfg.optim, "cuda"))
-        return inductor.max_autotune_pointwise, inductor.coordinate_descent_tuning
+        return inductor.max_autotune_pointwise, inductor.coordinate_descent_tuning, dynamo.optimize_ddp
 
-    # One rank, three points in turn: each compile takes its own point's tuning, not the last point's.
-    assert compile_point(["experiment=fastest"]) == (True, True)
-    assert compile_point(["model.compile=true"]) == (False, False)
-    assert compile_point(["experiment=fastest", "model.autotune_coordinate_descent=false"]) == (True, False)
+    # One rank, four points in turn: each compile takes its own point's settings, not the last point's.
+    assert compile_point(["experiment=fastest"]) == (True, True, "ddp_optimizer")
+    assert compile_point(["model.compile=true", "model.compile_ddp=no_optimization"]) == (False, False,
+                                                                                          "no_optimization")
+    assert compile_point(["model.compile=true"]) == (False, False, "ddp_optimizer")
+    assert compile_point(["experiment=fastest", "model.autotune_coordinate_descent=false"]) == (True, False,
+                                                                                               "ddp_optimizer")
