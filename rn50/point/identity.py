@@ -65,9 +65,10 @@ NOT_IMAGES_PER_SEC = RECORDED + ("dry_run",) + PROFILE + WATCHED + DERIVED + PLA
 all-reduces timed after them
 and dist.accelerator, which compare replaces by the device kind the run used (so `auto` on a GPU
 host matches `gpu`)."""
-NOT_REPORT_SETUP = ("dist.", "profiler.") + WATCHED + PLACED + RECORDED + PROFILE
+NOT_REPORT_SETUP = ("dist.", "profiler.", "model.compile_ddp") + WATCHED + PLACED + RECORDED + PROFILE
 """A report's setup (the rows a scaling table compares): the same setup on any number of
-devices, under any profiler; MFU's peak table is left out apart (rn50/results/rows.py's PEAK_TABLE)."""
+devices, under any profiler, and however compile meets DDP (one device has no DDP, so its point is the
+reference of either); MFU's peak table is left out apart (rn50/results/rows.py's PEAK_TABLE)."""
 MAY_DIFFER_ON_RESUME = ("train.resume",) + RECORDED + LAUNCHED + PLACED + WATCHED + (
     "profiler.", "data.num_workers", "data.root", "data.dali.num_threads", "dist.interface")
 """Between a run and its resumption (rn50/results/resume.py): also how it is read and connected, and

@@ -19,8 +19,7 @@ def build_network(arch: str, num_classes: int, channels_last: bool) -> nn.Module
     return net.to(memory_format=torch.channels_last) if channels_last else net
 
 
-def configure_compile(autotune_pointwise: bool, autotune_coordinate_descent: bool,
-                      ddp: str = "ddp_optimizer") -> None:
+def configure_compile(autotune_pointwise: bool, autotune_coordinate_descent: bool, ddp: str) -> None:
     """torch.compile's process-wide settings for the next compile: inductor's kernel tuning, and how
     dynamo meets DDP (model.compile_ddp; read when the first step compiles). Set either way, since a
     warm rank (rn50/launcher/pool.py) compiles the next sweep point in the same process."""

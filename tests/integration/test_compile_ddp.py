@@ -41,8 +41,12 @@ def test_compile_ddp_decides_whether_dynamo_splits_the_network_at_ddps_buckets(
         compose_cfg, monkeypatch, one_rank_group, mode, split):
     import torch._dynamo
     import torch._dynamo.config as dynamo
+    import torch._inductor.config as inductor
 
-    monkeypatch.setattr(dynamo, "optimize_ddp", dynamo.optimize_ddp)  # the process's setting, put back after
+    # the process's settings, which ResNetModule sets, put back after
+    for config, name in ((dynamo, "optimize_ddp"), (inductor, "max_autotune_pointwise"),
+                         (inductor, "coordinate_descent_tuning")):
+        monkeypatch.setattr(config, name, getattr(config, name))
     graphs = []
 
     def counting_backend(gm, example_inputs):  # dynamo's graphs, run as traced: no inductor on a CPU test
@@ -50,8 +54,7 @@ def test_compile_ddp_decides_whether_dynamo_splits_the_network_at_ddps_buckets(
         return gm.forward
 
     # rn50's torch.compile call, with its mode, but a backend that counts what dynamo hands it
-    monkeypatch.setattr(model_module.torch, "compile",
-                        functools.partial(torch.compile, backend=counting_backend, mode=None))
+    monkeypatch.setattr(model_module.torch, "compile", functools.partial(torch.compile, backend=counting_backend))
     cfg = preflight(compose_cfg([*TINY, "model.compile=true", f"model.compile_ddp={mode}"])).cfg
     module = ResNetModule(cfg.model, cfg.optim, False)
     assert dynamo.optimize_ddp == mode

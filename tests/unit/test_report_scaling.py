@@ -4,7 +4,7 @@ speedup, the step time several devices took beyond one device's, the share of th
 import pytest
 
 from rn50.results import report
-from rn50.results.rows import add_scaling, add_vs_synthetic, scaling_lines, scaling_metrics
+from rn50.results.rows import add_scaling, add_vs_synthetic, scaling_lines, scaling_metrics, setup
 
 
 def row(gpus, ips, status="FINISHED", allreduce=None, busbw=None, transport=None, failure=""):
@@ -94,3 +94,13 @@ def test_a_synthetic_point_of_other_settings_is_no_reference(reference):
 
     synthetic, dali = add_vs_synthetic([point("synthetic", **reference), point("dali")])
     assert dali["vs_synthetic"] is None and synthetic["vs_synthetic"] is None
+
+
+def test_a_point_compiled_either_way_for_ddp_scales_against_the_same_one_device_point():
+    """model.compile_ddp changes nothing on one device (no DDP): the 1-GPU point, and one recorded before the
+    key existed, is the reference of a multi-GPU point whichever way it compiled."""
+    one = {"model.compile": "True", "dist.gpus_per_node": "1", "data.batch_size": "512"}
+    two = {"model.compile": "True", "dist.gpus_per_node": "2", "data.batch_size": "512"}
+    assert setup({**two, "model.compile_ddp": "no_optimization"}) == setup({**one, "model.compile_ddp": "ddp_optimizer"})
+    assert setup({**two, "model.compile_ddp": "ddp_optimizer"}) == setup(one)
+    assert setup({**two, "data.batch_size": "256"}) != setup(one)  # what does change a figure still tells them apart
