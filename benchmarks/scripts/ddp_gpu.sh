@@ -64,8 +64,7 @@ for case in "$@"; do
       env "${envs[@]}" timeout "$left" python3 -m rn50 "dist=1n${gpus}g" bench.repeats="$repeats" "${keys[@]}" \
         "${extra[@]}" hydra.run.dir="$work/$name" > "$out/$name.log" 2>&1
       cp "$work/$name/summary.json" "$out/$name.json" 2>/dev/null
-      mkdir -p "$out/$name" && cp "$work/$name"/rank*.log "$out/$name/" 2>/dev/null  # compile timers, warnings
-      [ "${PROFILE:-0}" = 1 ] && cp "$work/$name/trace.json.gz" "$out/$name/trace-rank0.json.gz"
+      [ "${PROFILE:-0}" = 1 ] && mkdir -p "$out/$name" && cp "$work/$name/trace.json.gz" "$out/$name/trace-rank0.json.gz"
       ;;
     sweep)  # one --multirun: its points share warm ranks; OVERRIDES hold the swept keys (a,b as a|b)
       swept=(); for kv in "${keys[@]}"; do swept+=("${kv//|/,}"); done
@@ -106,6 +105,9 @@ for case in "$@"; do
       cp "$work/$name/summary.json" "$out/$name.json" 2>/dev/null
       ;;
   esac
+  # every rn50 rank's log (a sweep's points in their folders): the compile timers of rank 0, warnings
+  logs=$(cd "$work/$name" 2>/dev/null && find . -name 'rank*.log')
+  [ -n "$logs" ] && mkdir -p "$out/$name" && (cd "$work/$name" && cp --parents $logs "$out/$name/")
   echo "$name: done in $((SECONDS - t0)) s"
 done
 python3 "$repo/benchmarks/scripts/ddp_table.py" "$out" | tee "$out/table.md"
