@@ -43,8 +43,10 @@ def fmt(value, spec: str = ".1f") -> str:
 
 
 def settings(key: tuple) -> tuple:
-    """A case's transport and settings; RUN=2, which only renames a second run, is not a setting."""
-    return key[0], re.sub(r"^run_2(_|$)|_run_2(?=_|$)", "", key[2])
+    """A case's transport and settings, for its 1-GPU reference: RUN=2, which only renames a second run,
+    is not a setting, nor model.compile_ddp, which changes nothing on one GPU (no DDP)."""
+    words = re.sub(r"^run_2(_|$)|_run_2(?=_|$)", "", key[2])
+    return key[0], re.sub(r"^model_compile_ddp_[a-z]+_[a-z]+(_|$)|_model_compile_ddp_[a-z]+_[a-z]+(?=_|$)", "", words)
 
 
 def scaling(r: dict, one_gpu: dict):
