@@ -42,11 +42,17 @@ def fmt(value, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+# Words of a case's name that are no setting of its 1-GPU reference: RUN=2, which only renames a second run,
+# and model.compile_ddp, which changes nothing on one GPU (no DDP).
+NOT_SETTINGS = (r"run_2", r"model_compile_ddp_[a-z]+_[a-z]+")
+
+
 def settings(key: tuple) -> tuple:
-    """A case's transport and settings, for its 1-GPU reference: RUN=2, which only renames a second run,
-    is not a setting, nor model.compile_ddp, which changes nothing on one GPU (no DDP)."""
-    words = re.sub(r"^run_2(_|$)|_run_2(?=_|$)", "", key[2])
-    return key[0], re.sub(r"^model_compile_ddp_[a-z]+_[a-z]+(_|$)|_model_compile_ddp_[a-z]+_[a-z]+(?=_|$)", "", words)
+    """A case's transport and settings, for its 1-GPU reference (NOT_SETTINGS left out)."""
+    words = key[2]
+    for word in NOT_SETTINGS:  # one at a time: two side by side share the "_" between them
+        words = re.sub(rf"^{word}(_|$)|_{word}(?=_|$)", "", words)
+    return key[0], words
 
 
 def scaling(r: dict, one_gpu: dict):

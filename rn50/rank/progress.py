@@ -46,7 +46,6 @@ class Progress(pl.Callback):
         # torch.compile compiles in the first step: say so while it runs, and what it found cached after
         self.compiling = compiling
         self._cache_counts, self._compile_seconds = (0, 0), None  # None: no timers line to write
-        self._all_cached = False  # whether the first step's graphs all came from the cache
         # where torch's compile timers go: the rank's log (its stderr) unless given. Not self.log: Lightning
         # sets that on every callback (its LightningModule.log)
         self.timers_to = timers_to
@@ -98,10 +97,9 @@ class Progress(pl.Callback):
         measuring = self.phase == 1
         if self.compiling and self.phase == 0 and self.in_phase == 1:
             hits, misses = (now - before for now, before in zip(cache_counts(), self._cache_counts))
-            self._all_cached = hits > 0 and not misses
             print(f"{self.prefix} {compiled_line(self.clock() - self.meter.started, hits, misses)}", file=self.stream,
                   flush=True)
-            self._log_timers()
+            self._log_timers(all_cached=hits > 0 and not misses)
         if self.in_phase < self.meter.total:
             self.meter.update(self.in_phase, self._rate() if measuring else "")
             return
@@ -109,11 +107,12 @@ class Progress(pl.Callback):
         self.meter.finish(self._rate() if measuring else "")
         self._start(self.phase + 1)
 
-    def _log_timers(self) -> None:
+    def _log_timers(self, all_cached: bool = False) -> None:
         """Once a run, at the first step's end or at the run's if that never came (a compile that
-        failed or was stopped is when it helps most)."""
+        failed or was stopped is when it helps most). all_cached: the first step's graphs all came
+        from the cache."""
         if self._compile_seconds is not None:
-            print(f"{self.prefix} {timers_line(self._compile_seconds, compile_seconds(), self._all_cached)}",
+            print(f"{self.prefix} {timers_line(self._compile_seconds, compile_seconds(), all_cached)}",
                   file=self.timers_to or sys.stderr, flush=True)
             self._compile_seconds = None
 
@@ -173,10 +172,11 @@ def timers_line(before: dict, after: dict, all_cached: bool = False) -> str:
     loading the compiled kernels, the kernel tuning's benchmarks and the CUDA-graph recording, where
     torch times them; many nest inside others, so they do not add up. all_cached: every graph came
     from the cache, so kernel tuning that still ran is torch's, not these settings' first compile."""
-    spent = sorted(((after[name] - before.get(name, 0.0), name) for name in after), reverse=True)
-    shown = ", ".join(f"{name} {seconds:.1f}" for seconds, name in spent if seconds >= 0.1)
+    spent = {name: after[name] - before.get(name, 0.0) for name in after}
+    largest_first = sorted(spent, key=lambda name: (spent[name], name), reverse=True)
+    shown = ", ".join(f"{name} {spent[name]:.1f}" for name in largest_first if spent[name] >= 0.1)
     line = f"torch.compile's timers in the first step, seconds (nested): {shown or 'none ran'}"
-    retuned = after.get(RETUNING, 0.0) - before.get(RETUNING, 0.0)
+    retuned = spent.get(RETUNING, 0.0)
     if all_cached and retuned >= 1.0 and torch_version < f"{FIXED_RETUNING}.0a0":  # its nightlies too
         # 44.8 of a warm 2-GPU experiment=fastest's 62 s first step on torch 2.11 (docs/benchmarks.md, issue 42)
         line += (f". Coordinate descent tuned kernels again for {retuned:.1f} s though every graph came from "

@@ -32,6 +32,7 @@ from hydra import compose, initialize_config_dir
 from rn50.config.directory import config_dir
 from rn50.config.messages import one_line
 from rn50.config.reads import decided
+from rn50.config.schema import CompileDDP, CompileMode
 from rn50.launcher.launch import num_classes
 from rn50.measure import nvml, settings
 from rn50.measure.device import DeviceClock, handle_for_cuda_device
@@ -45,7 +46,7 @@ from rn50.recipe.train_step import build_train_step
 
 # rn50's built-in precisions (conf/precision/), written out so that --help composes no config.
 PRECISIONS = ["fp32", "tf32", "amp", "amp_static", "bf16"]
-COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+COMPILE_MODES = [m.value for m in CompileMode]  # model.compile_mode's, from the schema
 
 
 def main(argv=None) -> dict:
@@ -65,7 +66,7 @@ def main(argv=None) -> dict:
                    help="with --compile: rn50's model.autotune_pointwise=true")
     p.add_argument("--autotune-coordinate-descent", action="store_true",
                    help="with --compile: rn50's model.autotune_coordinate_descent=true")
-    p.add_argument("--compile-ddp", default="ddp_optimizer", choices=["ddp_optimizer", "no_optimization"],
+    p.add_argument("--compile-ddp", default=CompileDDP.ddp_optimizer.value, choices=[m.value for m in CompileDDP],
                    help="with --compile under torchrun: rn50's model.compile_ddp")
     p.add_argument("--conv-1x1-as-mm", action="store_true",
                    help="inductor lowers 1x1 convolutions to matmuls it can fuse with their neighbours")
@@ -88,7 +89,7 @@ def main(argv=None) -> dict:
         p.error("--decode-only and --dali need --data-root")
     if (args.autotune_pointwise or args.autotune_coordinate_descent) and not args.compile:
         p.error("--autotune-pointwise and --autotune-coordinate-descent tune torch.compile's kernels: add --compile")
-    if args.compile_ddp != "ddp_optimizer" and not args.compile:
+    if args.compile_ddp != CompileDDP.ddp_optimizer.value and not args.compile:
         p.error(f"--compile-ddp {args.compile_ddp} sets how torch.compile splits the graph for DDP: add --compile")
     if args.warmup_steps < 1:
         p.error("--warmup-steps must be 1 or more: the window's first edge follows a step, whose loss it reads")
