@@ -89,9 +89,10 @@ class ModelConfig:
     autotune_coordinate_descent: bool = False
     """With model.compile: inductor refines each of its own kernels' block sizes and warps one
     step at a time while it gets faster (coordinate_descent_tuning). The first compile takes
-    minutes longer (docs/benchmarks.md, issue 13); later runs of the same shapes read the tuned
-    configs from inductor's cache: all of them from torch 2.12, while torch 2.11 tunes some again
-    (pytorch/pytorch#172819; the rank's log says how long)."""
+    minutes longer (docs/benchmarks.md, issue 13); later runs of the same settings read the tuned
+    configs from inductor's cache. On torch 2.11, which tunes them again (pytorch/pytorch#172819),
+    rn50 turns torch's static kernel launcher off and loads a warm start's kernels in-process
+    (rn50/rank/warm_compile.py; docs/measurement.md)."""
     compile_ddp: CompileDDP = CompileDDP.ddp_optimizer
     """With model.compile on more than one rank, how the compiled network meets DDP
     (torch._dynamo.config.optimize_ddp): ddp_optimizer, torch's default, splits the compiled graph at

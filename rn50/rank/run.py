@@ -32,7 +32,7 @@ from rn50.distributed import peers
 from rn50.errors import error_line, failure_kind
 from rn50.measure.device import gpu_tags, software_tags
 from rn50.options.components import Options
-from rn50.rank import batch_search, training
+from rn50.rank import batch_search, training, warm_compile
 from rn50.rank.progress import Progress
 from rn50.rank.throughput import ThroughputCallback
 from rn50.rank.trainer import build_trainer, local_gpu, profiling_callbacks, started_by_rn50
@@ -60,12 +60,16 @@ def run_rank(cfg, out: Path, options: Optional[Options] = None) -> Optional[List
     if cfg.dist.accelerator == Accelerator.gpu:
         # Lightning does so only inside fit: the stream is made before
         torch.cuda.set_device(local_gpu(cfg, options))
+    warm_compile.prepare(cfg)  # torch 2.11's warm start with kernel tuning
     # The pipeline's stream holds everything the rank runs on the device, from the model's first
     # weights on, so no work crosses streams unordered.
     with options.data.training_stream(cfg):
         if cfg.train.name == TrainName.accuracy:
-            return training.run_rank(cfg, out, options)
-        return measure_rank(cfg, out, options)
+            results = training.run_rank(cfg, out, options)
+        else:
+            results = measure_rank(cfg, out, options)
+    warm_compile.remember(cfg)  # its graphs compiled and ran: the next run loads them in-process
+    return results
 
 
 def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]:

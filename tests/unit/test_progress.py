@@ -307,4 +307,5 @@ def test_a_warm_start_that_tunes_again_says_torch_does_it(monkeypatch, torch_ver
         assert log.getvalue().endswith(
             "CachingAutotuner.coordinate_descent_tuning 44.8, _compile.compile_inner 4.0. Coordinate descent tuned "
             "kernels again for 44.8 s though every graph came from the cache: torch 2.11.0+cu130 does not read its "
-            "results back (pytorch/pytorch#172819); torch 2.12 and later do\n")
+            "results back on its own (pytorch/pytorch#172819; torch 2.12 and later do). Once this run has finished, "
+            "rn50's next run of these settings loads them in its own process, which keeps them\n")
