@@ -15,8 +15,10 @@ from rn50.measure.meter import INTERVAL_S, Meter, duration, is_tty, rate_text
 from rn50.rank.warm_compile import FIXED
 
 # Torch's timer of inductor's coordinate descent tuning (model.autotune_coordinate_descent): before torch
-# warm_compile.FIXED a warm start tunes again unless rn50 loads the kernels in-process (rn50/rank/warm_compile.py).
-RETUNING = "CachingAutotuner.coordinate_descent_tuning"
+# warm_compile.FIXED a warm start tunes again, for about a minute, unless the static launcher is off and the
+# kernels load in the rank's own process (rn50/rank/warm_compile.py); a few seconds are tuned even then
+# (1.2 s of experiment=fastest's on an H200), which the note leaves out.
+RETUNING, RETUNED_S = "CachingAutotuner.coordinate_descent_tuning", 5.0
 
 
 class Progress(pl.Callback):
@@ -177,13 +179,13 @@ def timers_line(before: dict, after: dict, all_cached: bool = False) -> str:
     shown = ", ".join(f"{name} {spent[name]:.1f}" for name in largest_first if spent[name] >= 0.1)
     line = f"torch.compile's timers in the first step, seconds (nested): {shown or 'none ran'}"
     retuned = spent.get(RETUNING, 0.0)
-    if all_cached and retuned >= 1.0 and torch_version < f"{FIXED}.0a0":  # its nightlies too
-        # 44.8 of a warm 2-GPU experiment=fastest's 62 s first step on torch 2.11 (docs/benchmarks.md, issue 42):
-        # a cache that rn50 did not fill with these settings, so the rank did not load in-process (warm_compile)
+    if all_cached and retuned >= RETUNED_S and torch_version < f"{FIXED}.0a0":  # its nightlies too
+        # 44.8 of a warm 2-GPU experiment=fastest's 62 s first step on torch 2.11 (docs/benchmarks.md, issue 42)
         line += (f". Coordinate descent tuned kernels again for {retuned:.1f} s though every graph came from "
                  f"the cache: torch {torch_version} does not read its results back on its own "
-                 f"(pytorch/pytorch#172819; torch {FIXED} and later do). Once this run has finished, rn50's "
-                 f"next run of these settings loads them in its own process, which keeps them")
+                 f"(pytorch/pytorch#172819; torch {FIXED} and later do). rn50 loads a rank's kernels in its "
+                 f"own process, which keeps them, once a run of the same settings has finished on its GPU "
+                 f"(rn50/rank/warm_compile.py)")
     return line
 
 

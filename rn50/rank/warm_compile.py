@@ -12,13 +12,18 @@ run in 40.2 s.
 
 One compile thread suits only a warm start: a first compile compiles its kernels one at a time. So each
 rank keeps a mark of its own in the compile cache once a run of its settings has finished, and only a
-rank that finds its mark loads in-process. A mark without the graphs behind it (the cache emptied
-by hand) costs a slower first compile, never a wrong result. The launcher is off for every run these
-settings make, warm or cold: it is part of the FX graph cache's key. rn50.baseline leaves both as
-torch has them: it is the reference for what torch does."""
+rank that finds its mark loads in-process. The mark's key errs towards "cold": every setting that can
+change a figure, the software and the GPU. A cold start taken for warm would compile on one thread (slow,
+never wrong), so there is no mark where the graphs cannot be in the cache (inductor's FX graph cache
+off) or where the batch is chosen at run time (data.batch_size=auto); a mark outlives its graphs only
+when the cache is emptied by hand but for its rn50-compiled folder. The launcher is off for every run
+these settings make, warm or cold: it is part of the FX graph cache's key. Every other run gets torch's
+own settings back (a pool rank runs the next sweep point in the same process). rn50.baseline leaves both
+as torch has them: it is the reference for what torch does."""
 
 import hashlib
 import json
+from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
@@ -35,6 +40,10 @@ from rn50.point.identity import NOT_IMAGES_PER_SEC, leaves_out
 # The first torch whose cached graphs keep coordinate descent's results (2.12.0 has the fix, 2.11.0 not).
 FIXED = "2.12"
 MARKS = "rn50-compiled"  # the marks' folder in the compile cache
+# torch's own settings, as this process found them (TORCHINDUCTOR_* variables included), for the runs
+# that need neither
+TORCH_OWN = {"use_static_cuda_launcher": inductor.use_static_cuda_launcher,
+             "compile_threads": inductor.compile_threads}
 
 
 def affected(cfg) -> bool:
@@ -42,6 +51,11 @@ def affected(cfg) -> bool:
     return (compile_mode(cfg.model) is not None and bool(cfg.model.autotune_coordinate_descent)
             and cfg.dist.accelerator != Accelerator.cpu and torch.cuda.is_available()
             and torch_version < f"{FIXED}.0a0")  # its nightlies too
+
+
+def markable(cfg) -> bool:
+    """Whether a finished run's graphs are sure to be in the cache under the settings of the next."""
+    return bool(inductor.fx_graph_cache) and str(cfg.data.batch_size) != "auto"
 
 
 def settings_key(cfg, device: str) -> str:
@@ -60,8 +74,17 @@ def settings_key(cfg, device: str) -> str:
                 flat[dotted] = OmegaConf.select(cfg, dotted)
 
     walk({k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"}, "")
-    text = json.dumps({"settings": flat, "torch": torch_version, "device": device}, sort_keys=True, default=str)
+    software = {name: version(name) for name in ("rn50", "torchvision", "triton")}
+    text = json.dumps({"settings": flat, "torch": torch_version, "software": software, "device": device},
+                      sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "none"
 
 
 def this_device() -> str:
@@ -76,19 +99,21 @@ def mark_path(cfg, device: str) -> Path:
 def prepare(cfg, device: Optional[str] = None) -> bool:
     """Before the model compiles (the rank's GPU set): where torch needs it, the static launcher off and,
     once this rank's settings compiled here, one compile thread. Returns whether it found its mark."""
+    # a warm rank of the pool runs the next point in the same process: set either way
     if not affected(cfg):
+        for name, value in TORCH_OWN.items():
+            setattr(inductor, name, value)
         return False
     inductor.use_static_cuda_launcher = False
-    warm = mark_path(cfg, device or this_device()).exists()
-    # a warm rank of the pool runs the next point in the same process: set either way
-    inductor.compile_threads = 1 if warm else inductor.decide_compile_threads()
+    warm = markable(cfg) and mark_path(cfg, device or this_device()).exists()
+    inductor.compile_threads = 1 if warm else TORCH_OWN["compile_threads"]
     return warm
 
 
 def remember(cfg, device: Optional[str] = None) -> None:
     """After a run whose graphs compiled and ran: the next run of these settings loads them in-process.
     A cache that cannot be written keeps nothing, and the run is not failed for it."""
-    if not affected(cfg):
+    if not (affected(cfg) and markable(cfg)):
         return
     path = mark_path(cfg, device or this_device())
     try:

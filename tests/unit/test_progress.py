@@ -280,9 +280,11 @@ def test_the_compile_cache_is_the_users_own_and_lasting(monkeypatch, tmp_path):
     assert settings.compile_cache_dir() == "/scratch/mine"
 
 
-@pytest.mark.parametrize("torch_version,cached,noted", [("2.11.0+cu130", True, True), ("2.12.0", True, False),
-                                                        ("2.11.0+cu130", False, False)])
-def test_a_warm_start_that_tunes_again_says_torch_does_it(monkeypatch, torch_version, cached, noted):
+@pytest.mark.parametrize("torch_version,cached,retuned,noted", [
+    ("2.11.0+cu130", True, 44.8, True), ("2.12.0", True, 44.8, False), ("2.11.0+cu130", False, 44.8, False),
+    ("2.11.0+cu130", True, 1.2, False),  # what is left with rn50's warm-start settings (rn50/rank/warm_compile.py)
+])
+def test_a_warm_start_that_tunes_again_says_torch_does_it(monkeypatch, torch_version, cached, retuned, noted):
     """On torch 2.11 a warm experiment=fastest at 2 GPUs spent 44.8 s of its 62 s first step in coordinate
     descent tuning its cached graphs' kernels again (issue 42); the rank's log says why, and only then."""
     from torch.torch_version import TorchVersion
@@ -300,12 +302,13 @@ def test_a_warm_start_that_tunes_again_says_torch_does_it(monkeypatch, torch_ver
                         heartbeat=False, compiling=True, timers_to=log)
     progress.on_train_start(trainer, None)
     counts.append((10, 0) if cached else (0, 10))
-    timers.update({"_compile.compile_inner": 5.0, module.RETUNING: 44.8})
+    timers.update({"_compile.compile_inner": 5.0, module.RETUNING: retuned})
     progress.on_train_batch_end(trainer, None, None, None, 0)
     assert ("though every graph came from the cache" in log.getvalue()) == noted
     if noted:
         assert log.getvalue().endswith(
             "CachingAutotuner.coordinate_descent_tuning 44.8, _compile.compile_inner 4.0. Coordinate descent tuned "
             "kernels again for 44.8 s though every graph came from the cache: torch 2.11.0+cu130 does not read its "
-            "results back on its own (pytorch/pytorch#172819; torch 2.12 and later do). Once this run has finished, "
-            "rn50's next run of these settings loads them in its own process, which keeps them\n")
+            "results back on its own (pytorch/pytorch#172819; torch 2.12 and later do). rn50 loads a rank's kernels "
+            "in its own process, which keeps them, once a run of the same settings has finished on its GPU "
+            "(rn50/rank/warm_compile.py)\n")
