@@ -14,8 +14,10 @@ import pytest
 
 from helpers import ROOT, TINY
 from helpers.store import empty_store_in, runs_in
-from rn50.tools.wheelhouse import (DEFAULT_INDEX, Target, WheelhouseError, build_from_source, expand_platforms,
-                             host_platform, split_file)
+from rn50.tools.wheel_files import split_file
+from rn50.tools.wheel_resolve import Target, build_from_source
+from rn50.tools.wheel_target import WheelhouseError, expand_platforms, host_platform
+from rn50.tools.wheelhouse import DEFAULT_INDEX
 
 # What the test wheelhouse carries: rn50's own dependencies, small and pure Python (mlflow's wheels
 # are the largest, about 18 MB). Every other package in this venv goes to --have, as a site's torch.
