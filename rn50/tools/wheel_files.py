@@ -1,11 +1,12 @@
-"""The files of a wheelhouse beside its wheels: SHA256SUMS, the parts of a file cut for size
-(--split-mb), and INSTALL.txt, the commands to run on the target (rn50/tools/wheelhouse.py builds it).
-Only the standard library is imported, as in wheelhouse.py."""
+"""What a wheelhouse holds beside its wheels, for rn50/tools/wheelhouse.py's build to write: each file's
+SHA-256 (SHA256SUMS), the parts of a file cut for size (--split-mb), and INSTALL.txt's text, the
+commands to run on the target. Only the standard library is imported."""
 
 import hashlib
 import shlex
 from pathlib import Path
 from typing import Dict, List
+
 
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()

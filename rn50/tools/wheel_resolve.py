@@ -1,6 +1,7 @@
 """How rn50.wheelhouse (rn50/tools/wheelhouse.py) gets its wheels: rn50's own, built from this checkout,
 and its dependencies for the target, resolved and downloaded by this interpreter's pip (or built here
-from a pure-Python sdist where a project publishes no wheel). Only the standard library is imported."""
+from a pure-Python sdist where a project publishes no wheel). Only the standard library is imported,
+and wheel_target.py."""
 
 import json
 import os

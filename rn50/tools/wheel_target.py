@@ -1,6 +1,7 @@
 """What rn50.wheelhouse (rn50/tools/wheelhouse.py) builds for: the target machine's platform tags and
 environment markers, and the packages it has already (--have), which pip is handed as placeholder
-wheels so that it never downloads them. Only the standard library is imported, as in wheelhouse.py."""
+wheels so that it never downloads them. Also what the wheelhouse's modules share: its name (PROG), its
+error (WheelhouseError) and PEP 503's form of a project name. Only the standard library is imported."""
 
 import base64
 import hashlib

@@ -8,15 +8,17 @@ as a Python version and platform tag, so the wheels may be for another Python th
         --extras dali-cuda130 [--have have.txt] [--split-mb N]
 
 --have takes `pip freeze` (or `pip list --format=freeze`) of the target: those packages, such as
-a site's torch, are left out and never downloaded. pip does the resolving; this module gives it
-a tiny placeholder wheel `NAME-VERSION+rn50have-py3-none-any.whl` without dependencies for each
-package the target has, pinned by a constraints file, and drops the placeholders afterwards.
+a site's torch, are left out and never downloaded. pip does the resolving (wheel_resolve.py); it is
+handed a tiny placeholder wheel `NAME-VERSION+rn50have-py3-none-any.whl` without dependencies for
+each package the target has, pinned by a constraints file (wheel_target.py), and the placeholders are
+dropped afterwards. pip runs with no config files (PIP_CONFIG_FILE=/dev/null) and without the PIP_*
+variables that change what it resolves, so a local find-links folder or constraints file of this
+machine cannot leak into the wheelhouse; it asks --index-url (PyPI by default) and nothing else.
 
-Only the standard library is imported (here and in wheel_target.py and wheel_files.py, the target
-and the files beside the wheels): this runs on machines without rn50's dependencies.
-pip runs with no config files (PIP_CONFIG_FILE=/dev/null) and without the PIP_* variables that
-change what it resolves, so a local find-links folder or constraints file of this machine
-cannot leak into the wheelhouse; it asks --index-url (PyPI by default) and nothing else.
+Here: the build and the command line. The target's tags, markers and --have are in wheel_target.py,
+pip and the resolving in wheel_resolve.py, the sums, parts and INSTALL.txt's text in wheel_files.py.
+These four import only the standard library and each other (and rn50/__init__.py only `time`): this
+runs on machines without rn50's dependencies.
 """
 
 import argparse
@@ -36,8 +38,6 @@ from rn50.tools.wheel_target import (PROG, WheelhouseError, expand_platforms, ho
 DEFAULT_INDEX = "https://pypi.org/simple"
 MB = 1_000_000
 
-
-# ---------------------------------------------------------------- the wheelhouse
 
 def build(out: Path, python: str, platforms: List[str], extras: List[str], have_file: Optional[str],
           split_mb: Optional[float], index_url: str, find_links: List[str], command: str) -> None:
