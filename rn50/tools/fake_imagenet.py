@@ -23,10 +23,11 @@ nothing and only the pipeline's speed is real.
 """
 
 import argparse
+import multiprocessing
 import os
 import sys
+import threading
 import time
-from multiprocessing import Pool
 from pathlib import Path
 from typing import Optional
 
@@ -137,17 +138,35 @@ def make(out: Path, classes: int, train_per_class: int, val_per_class: int,
         progress = total >= PROGRESS_FROM
     meter = Meter(PROG.split(".")[-1], total, "images") if progress else None
     stats = {"train_images": 0, "train_bytes": 0, "val_images": 0, "val_bytes": 0}
-    with Pool(min(workers, total)) as pool:
-        for done, (split, size) in enumerate(pool.imap_unordered(_write, jobs, chunksize=8), 1):
+
+    def written(sizes) -> None:
+        for done, (split, size) in enumerate(sizes, 1):
             stats[f"{split}_images"] += 1
             stats[f"{split}_bytes"] += size
             if meter:
                 meter.update(done, f"{done / (time.monotonic() - start):.0f} images/s")
+
+    if min(workers, total) == 1:  # no processes to start
+        written(map(_write, jobs))
+    else:
+        with pool_context().Pool(min(workers, total)) as pool:
+            written(pool.imap_unordered(_write, jobs, chunksize=8))
     if meter:
         meter.done = total
         meter.finish()
     stats.update(images=total, bytes=stats["train_bytes"] + stats["val_bytes"], seconds=time.monotonic() - start)
     return stats
+
+
+def pool_context():
+    """How the writers start: forked, unless this process has other threads on a CPython before 3.12,
+    where a forked child can deadlock in os.fork() itself (cpython gh-112275, as for rn50's DataLoader
+    workers: rn50/data/modules.py worker_context). `python -m rn50.fake_imagenet` has none; a caller
+    that does (a test runner that has used MLflow, whose threads log) gets spawned writers: a forked one
+    of such a pytest worker hung in a test run here."""
+    if sys.version_info >= (3, 12) or threading.active_count() == 1:
+        return multiprocessing.get_context()
+    return multiprocessing.get_context("spawn")
 
 
 def main(argv=None):

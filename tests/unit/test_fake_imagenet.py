@@ -56,3 +56,29 @@ def test_same_seed_same_bytes(tmp_path):
 
     a, b = files(tmp_path / "a", 1), files(tmp_path / "b", 2)
     assert len(a) == 6 and a == b
+
+
+def test_writers_are_spawned_where_a_fork_could_deadlock(monkeypatch):
+    """A forked child of a process with other threads can deadlock on CPython before 3.12 (gh-112275)."""
+    import multiprocessing
+    import sys
+    import threading
+
+    from rn50.tools import fake_imagenet
+
+    default = multiprocessing.get_context().get_start_method()  # fork on Linux before 3.14
+    monkeypatch.setattr(sys, "version_info", (3, 11, 7))
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert fake_imagenet.pool_context().get_start_method() == default  # the CLI: one thread
+    monkeypatch.setattr(threading, "active_count", lambda: 3)
+    assert fake_imagenet.pool_context().get_start_method() == "spawn"
+    monkeypatch.setattr(sys, "version_info", (3, 12, 0))
+    assert fake_imagenet.pool_context().get_start_method() == default
+
+
+def test_one_writer_starts_no_process(tmp_path, monkeypatch):
+    from rn50.tools import fake_imagenet
+
+    monkeypatch.setattr(fake_imagenet, "pool_context", lambda: pytest.fail("a pool for one writer"))
+    stats = make(tmp_path / "one", classes=2, train_per_class=2, val_per_class=1, workers=1, seed=7)
+    assert stats["images"] == 6
