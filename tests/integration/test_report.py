@@ -146,6 +146,19 @@ def test_input_bound_comes_from_the_runs_data_wait(uri):
     assert "| input-bound |" in header(rows)
 
 
+@pytest.mark.parametrize("busy,bound", [(89.7, "yes"), (99.4, "no")])
+def test_a_point_that_waited_is_input_bound_only_where_its_gpus_had_time_to_spare(tmp_path, busy, bound):
+    """experiment=fastest with data=dali waited 72% at 0.992 of synthetic, its GPU 99.4% busy (issue 44)."""
+    uri = empty_store_in(tmp_path)
+    cfg = compose_as_hydra([f"mlflow.tracking_uri={uri}"])
+    run_id = lifecycle.start_run(cfg, "dali", {})
+    tracking.runs.log_results(uri, run_id, {"throughput/images_per_sec": 7803.5, "data/wait_pct": 72.3,
+                                            "gpu/utilization_pct": busy}, tags={"accelerator": "cuda"})
+    tracking.runs.end_run(uri, run_id, ok=True)
+    (row,) = collect(uri, experiment="rn50")
+    assert row["input_bound"] == bound
+
+
 def test_a_dali_point_reads_against_the_synthetic_point_of_its_settings(tmp_path):
     uri = empty_store_in(tmp_path)
     for data, ips in (("synthetic", 6000.0), ("dali", 4200.0)):

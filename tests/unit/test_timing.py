@@ -2,6 +2,7 @@
 
 import pytest
 
+from rn50.measure import timing
 from rn50.measure.timing import Window, WindowTimer, percentile, slowest, throughput_metrics
 
 
@@ -195,3 +196,19 @@ def test_host_lead_says_whether_the_host_kept_ahead():
     m = throughput_metrics(timer.windows, batch_size=1, world_size=1)
     assert m["host/bound_steps_pct"] == 100.0
     assert throughput_metrics([Window(1.0, [10.0])], 1, 1).keys().isdisjoint({"host/lead_min_ms"})  # no lead on a CPU
+
+
+@pytest.mark.parametrize("wait,busy,bound", [
+    (20.0, None, True),  # a CPU run: no GPU busy share, the wait alone says it
+    (84.1, 89.7, True),  # data=dali under experiment=fastest at 0.86 of synthetic (H200, issue 14)
+    (79.2, 23.6, True),  # data=imagefolder, 8 workers, at 0.24 of synthetic
+    (72.3, 99.4, False),  # the same preset with data=dali at 0.992: the host ran ahead of a busy GPU (issue 44)
+    (9.1, 98.0, False),  # data=dali at the defaults, 0.98 of synthetic
+    (4.0, 50.0, False),  # waited too little to say
+])
+def test_a_run_is_input_bound_when_it_waited_and_its_gpus_had_time_to_spare(wait, busy, bound):
+    assert timing.input_bound(wait, busy) is bound
+    note = timing.input_bound_note(wait, busy)
+    assert bool(note) is bound
+    if bound and busy is not None:
+        assert note.endswith(f"(over 5%), its GPUs busy {busy:.1f}% (under 95%)")
