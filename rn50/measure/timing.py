@@ -170,10 +170,10 @@ def throughput_metrics(windows: Sequence[Window], batch_size: int, world_size: i
 # A run whose steps waited for their batches longer than this share of its windows, while its GPUs
 # had time to spare, is input-bound: its tag, its headline and its sweep report row say so, for a user
 # sizing a node's CPUs and input pipeline. Synthetic data waits well under 1%; data=dali under
-# experiment=fastest at 0.86 of synthetic waited 84% with its GPU 90% busy. A wait alone is not enough:
-# where the host runs steps ahead of its GPU (CUDA graphs), it waits on batches that queue behind the
-# GPU's own work, and the same preset at 0.992 of synthetic waited 72% with its GPU 99.4% busy
-# (docs/benchmarks.md, issue 44). Runs that waited 9 to 22% at 96 to 98% busy trained at 0.96 to 0.98
+# experiment=fastest at 0.86 of synthetic waited 84% with its GPU 90% busy (its levers: 79 to 90%).
+# A wait alone is not enough: where the host runs steps ahead of its GPU (CUDA graphs), it waits on
+# batches that queue behind the GPU's own work, and the same preset at 0.992 of synthetic waited 72%
+# with its GPU 99.4% busy (docs/benchmarks.md, issue 44). Runs that waited 9 to 22% at 96 to 98% busy trained at 0.96 to 0.98
 # of synthetic: about what the GPU's spare time says.
 INPUT_BOUND_WAIT_PCT = 5.0
 INPUT_BOUND_GPU_BUSY_PCT = 95.0
