@@ -162,8 +162,8 @@ def pool_context():
     """How the writers start: forked, unless this process has other threads on a CPython before 3.12,
     where a forked child can deadlock in os.fork() itself (cpython gh-112275, as for rn50's DataLoader
     workers: rn50/data/modules.py worker_context). `python -m rn50.fake_imagenet` has none; a caller
-    that does (a test runner that has used MLflow, whose threads log) gets spawned writers: a forked one
-    of such a pytest worker hung in a test run here."""
+    that does (a test runner that has used MLflow, whose threads log) gets spawned writers: a child
+    forked from such a pytest worker hung once in a test run here (these writers or a DataLoader's)."""
     if sys.version_info >= (3, 12) or threading.active_count() == 1:
         return multiprocessing.get_context()
     return multiprocessing.get_context("spawn")
