@@ -13,7 +13,7 @@ import csv
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 
 @dataclass
@@ -173,24 +173,26 @@ def throughput_metrics(windows: Sequence[Window], batch_size: int, world_size: i
 # experiment=fastest at 0.86 of synthetic waited 84% with its GPU 90% busy (its levers: 79 to 90%).
 # A wait alone is not enough: where the host runs steps ahead of its GPU (CUDA graphs), it waits on
 # batches that queue behind the GPU's own work, and the same preset at 0.992 of synthetic waited 72%
-# with its GPU 99.4% busy (docs/benchmarks.md, issue 44). Runs that waited 9 to 22% at 96 to 98% busy trained at 0.96 to 0.98
-# of synthetic: about what the GPU's spare time says.
+# with its GPU 99.4% busy (docs/benchmarks.md, issue 44). Runs that waited 9 to 22% at 96 to 98% busy
+# trained at 0.96 to 0.98 of synthetic: about what the GPU's spare time says.
 INPUT_BOUND_WAIT_PCT = 5.0
 INPUT_BOUND_GPU_BUSY_PCT = 95.0
 
 
-def input_bound(wait_pct: Optional[float], gpu_busy_pct: Optional[float] = None) -> bool:
-    """Whether a run's data/wait_pct makes it input-bound: over INPUT_BOUND_WAIT_PCT, with its GPUs
-    busy under INPUT_BOUND_GPU_BUSY_PCT where that was measured (gpu/utilization_pct; not on CPUs)."""
+def input_bound(metrics: Mapping[str, float]) -> bool:
+    """Whether a run's metrics make it input-bound: data/wait_pct over INPUT_BOUND_WAIT_PCT, with its
+    GPUs busy under INPUT_BOUND_GPU_BUSY_PCT where that was measured (gpu/utilization_pct; not on CPUs)."""
+    wait_pct, gpu_busy_pct = metrics.get("data/wait_pct"), metrics.get("gpu/utilization_pct")
     return (wait_pct is not None and wait_pct > INPUT_BOUND_WAIT_PCT
             and (gpu_busy_pct is None or gpu_busy_pct < INPUT_BOUND_GPU_BUSY_PCT))
 
 
-def input_bound_note(wait_pct: Optional[float], gpu_busy_pct: Optional[float] = None) -> str:
+def input_bound_note(metrics: Mapping[str, float]) -> str:
     """'input-bound: its steps waited for their batches 12.3% of the windows (over 5%), its GPUs busy
     88.0% (under 95%)', or ''."""
-    if not input_bound(wait_pct, gpu_busy_pct):
+    if not input_bound(metrics):
         return ""
+    wait_pct, gpu_busy_pct = metrics["data/wait_pct"], metrics.get("gpu/utilization_pct")
     busy = "" if gpu_busy_pct is None else (f", its GPUs busy {gpu_busy_pct:.1f}% "
                                             f"(under {INPUT_BOUND_GPU_BUSY_PCT:g}%)")
     return (f"input-bound: its steps waited for their batches {wait_pct:.1f}% of the windows "

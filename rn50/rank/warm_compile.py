@@ -115,9 +115,10 @@ def remember(cfg, device: Optional[str] = None) -> None:
     A cache that cannot be written keeps nothing, and the run is not failed for it."""
     if not (affected(cfg) and markable(cfg)):
         return
-    path = mark_path(cfg, device or this_device())
+    device = device or this_device()
+    path = mark_path(cfg, device)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{device or this_device()}, torch {torch_version}\n")
+        path.write_text(f"{device}, torch {torch_version}\n")
     except OSError:
         pass

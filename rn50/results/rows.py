@@ -112,8 +112,7 @@ def row(run) -> Dict:
         "transport": t.get("comm_transport"),
         "gpu_utilization_pct": m.get("gpu/utilization_pct"), "data_wait_pct": m.get("data/wait_pct"),
         # from the metrics, not the tag: runs recorded before the tag (or its GPU condition) say it too
-        "input_bound": ("yes" if timing.input_bound(m["data/wait_pct"], m.get("gpu/utilization_pct")) else "no")
-        if "data/wait_pct" in m else None,
+        "input_bound": ("yes" if timing.input_bound(m) else "no") if "data/wait_pct" in m else None,
         "cpu_cores_per_device": m.get("cpu/cores_per_device"), "host_busy_cores": m.get("host/busy_cores"),
         "mfu_pct": m.get("mfu_pct") if comparable else None,
         # GPU board energy over the measured windows (NVML), not the node's at the wall.

@@ -65,8 +65,7 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float, optio
         metrics.update(found)
         tags.update(said)
         if "data/wait_pct" in metrics:
-            tags["input_bound"] = str(timing.input_bound(metrics["data/wait_pct"],
-                                                         metrics.get("gpu/utilization_pct"))).lower()
+            tags["input_bound"] = str(timing.input_bound(metrics)).lower()
     transport = comm.joined(r.transport for r in ranks)
     if transport:
         tags["comm_transport"] = transport
@@ -246,7 +245,7 @@ def headline(name: str, metrics: Dict[str, Any]) -> str:
     """The run's line: its figure, its proof, whether its input bounded it, and what else ran beside its
     windows (metrics' `contention`, the tag of that name, where it has one)."""
     proof, contention = trained.note(metrics), metrics.get("contention")
-    starved = timing.input_bound_note(metrics.get("data/wait_pct"), metrics.get("gpu/utilization_pct"))
+    starved = timing.input_bound_note(metrics)
     return (f"{name}: {metrics['throughput/images_per_sec']:,.1f} images/sec "
             f"({metrics['throughput/images_per_sec_per_device']:,.1f} per device), "
             f"step {metrics['step_time/median_ms']:.2f} ms median, first step after {metrics['time/startup_s']:.1f} s"

@@ -207,8 +207,9 @@ def test_host_lead_says_whether_the_host_kept_ahead():
     (4.0, 50.0, False),  # waited too little to say
 ])
 def test_a_run_is_input_bound_when_it_waited_and_its_gpus_had_time_to_spare(wait, busy, bound):
-    assert timing.input_bound(wait, busy) is bound
-    note = timing.input_bound_note(wait, busy)
+    metrics = {"data/wait_pct": wait, **({} if busy is None else {"gpu/utilization_pct": busy})}
+    assert timing.input_bound(metrics) is bound
+    note = timing.input_bound_note(metrics)
     assert bool(note) is bound
     if bound and busy is not None:
         assert note.endswith(f"(over 5%), its GPUs busy {busy:.1f}% (under 95%)")
