@@ -7,12 +7,11 @@ from typing import Callable, Optional, TextIO
 
 import pytorch_lightning as pl
 from torch._dynamo.utils import compile_times, counters
-from torch.torch_version import __version__ as torch_version
 
 from rn50.console import terminal
 from rn50.measure import settings
 from rn50.measure.meter import INTERVAL_S, Meter, duration, is_tty, rate_text
-from rn50.rank.warm_compile import FIXED
+from rn50.rank import warm_compile
 
 # Torch's timer of inductor's coordinate descent tuning (model.autotune_coordinate_descent): before torch
 # warm_compile.FIXED a warm start tunes again, for about a minute, unless the static launcher is off and the
@@ -179,13 +178,13 @@ def timers_line(before: dict, after: dict, all_cached: bool = False) -> str:
     shown = ", ".join(f"{name} {spent[name]:.1f}" for name in largest_first if spent[name] >= 0.1)
     line = f"torch.compile's timers in the first step, seconds (nested): {shown or 'none ran'}"
     retuned = spent.get(RETUNING, 0.0)
-    if all_cached and retuned >= RETUNED_S and torch_version < f"{FIXED}.0a0":  # its nightlies too
+    if all_cached and retuned >= RETUNED_S and warm_compile.torch_retunes():
         # 44.8 of a warm 2-GPU experiment=fastest's 62 s first step on torch 2.11 (docs/benchmarks.md, issue 42)
         line += (f". Coordinate descent tuned kernels again for {retuned:.1f} s though every graph came from "
-                 f"the cache: torch {torch_version} does not read its results back on its own "
-                 f"(pytorch/pytorch#172819; torch {FIXED} and later do). rn50 loads a rank's kernels in its "
-                 f"own process, which keeps them, once a run of the same settings has finished on its GPU "
-                 f"(rn50/rank/warm_compile.py)")
+                 f"the cache: torch {warm_compile.torch_version} does not read its results back on its own "
+                 f"(pytorch/pytorch#172819; torch {warm_compile.FIXED} and later do). rn50 loads a rank's "
+                 f"kernels in its own process, which keeps them, once a run of the same settings has finished "
+                 f"on its GPU (rn50/rank/warm_compile.py)")
     return line
 
 

@@ -46,11 +46,15 @@ TORCH_OWN = {"use_static_cuda_launcher": inductor.use_static_cuda_launcher,
              "compile_threads": inductor.compile_threads}
 
 
+def torch_retunes() -> bool:
+    """Whether this torch tunes cached kernels again on a warm start: one before FIXED, its nightlies too."""
+    return torch_version < f"{FIXED}.0a0"
+
+
 def affected(cfg) -> bool:
     """Whether this run compiles for a GPU with coordinate descent tuning on a torch before the fix."""
     return (compile_mode(cfg.model) is not None and bool(cfg.model.autotune_coordinate_descent)
-            and cfg.dist.accelerator != Accelerator.cpu and torch.cuda.is_available()
-            and torch_version < f"{FIXED}.0a0")  # its nightlies too
+            and cfg.dist.accelerator != Accelerator.cpu and torch.cuda.is_available() and torch_retunes())
 
 
 def markable(cfg) -> bool:

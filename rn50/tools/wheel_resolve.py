@@ -19,7 +19,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from rn50.tools.wheel_target import PLACEHOLDER, PROG, WheelhouseError, marker_environment, normalize, write_placeholders
+from rn50.tools.wheel_target import (PLACEHOLDER, PROG, WheelhouseError, marker_environment, normalize,
+                                     write_placeholders)
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the checkout, above rn50/tools/
 # What rn50's wheel is built from: the build runs on a copy, so the checkout gets no build/ folder.

@@ -296,7 +296,7 @@ def test_a_warm_start_that_tunes_again_says_torch_does_it(monkeypatch, torch_ver
     monkeypatch.setattr(module, "cache_counts", lambda: counts[-1])
     monkeypatch.setattr(module, "compile_times", lambda repr, aggregate: (list(timers), [str(v) for v in
                                                                                           timers.values()]))
-    monkeypatch.setattr(module, "torch_version", TorchVersion(torch_version))
+    monkeypatch.setattr(module.warm_compile, "torch_version", TorchVersion(torch_version))
     log, trainer = io.StringIO(), SimpleNamespace(is_global_zero=True)
     progress = Progress(2, 2, batch_size=4, world_size=1, stream=io.StringIO(), clock=FakeClock(), tty=False,
                         heartbeat=False, compiling=True, timers_to=log)
