@@ -27,7 +27,9 @@ from rn50.measure import meter
 from rn50.options import clusters, profilers
 from rn50.point import identity
 from rn50.results import report
-from rn50.results.rows import collect, scaling_metrics, tally
+from rn50.results.collect import collect
+from rn50.results.rows import tally
+from rn50.results.scaling import scaling_metrics
 from rn50 import tracking
 from rn50.launcher import lifecycle
 

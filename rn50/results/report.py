@@ -21,8 +21,9 @@ from rn50.config.messages import reported
 from rn50.config.reads import nodes_gpus
 from rn50 import tracking
 from rn50.errors import Rn50Error
-from rn50.results.rows import (ACCURACY_COLUMNS, COLUMNS, COMM_COLUMNS, CSV_EXTRA, DEVICE_NAMES, collect, rounded,
-                               scaling_lines, tally)
+from rn50.results.collect import collect
+from rn50.results.rows import ACCURACY_COLUMNS, COLUMNS, COMM_COLUMNS, CSV_EXTRA, DEVICE_NAMES, rounded, tally
+from rn50.results.scaling import scaling_lines
 
 
 def device_names(rows: List[Dict]) -> Tuple[str, str]:
@@ -33,7 +34,7 @@ def device_names(rows: List[Dict]) -> Tuple[str, str]:
 
 # Columns that only some runs have (real data beside synthetic; runs recorded before a metric existed):
 # shown where any row has one.
-WHERE_RECORDED = ("vs_synthetic", "cpu_cores_per_device", "host_busy_cores")
+WHERE_RECORDED = ("slowest_clock_pct", "vs_synthetic", "cpu_cores_per_device", "host_busy_cores")
 
 
 def columns(rows: List[Dict]) -> List[Tuple[str, str]]:

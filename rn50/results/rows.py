@@ -1,18 +1,16 @@
-"""A sweep's rows, from MLflow alone: one per run (its config as a setup string, its figures, the proof
-that it trained, its status and failure), a row for each point that never started, and what each point
-of several devices shows against its 1-device reference (speedup, scaling efficiency, the step time
-beyond it and the share of the all-reduce hidden). rn50/results/report.py makes the table and files."""
+"""A sweep's rows: one per MLflow run (its config as a setup string, its figures, the proof that it
+trained, its status and failure), the table's columns, and each real-data point against the synthetic
+point of its settings. rn50/results/collect.py reads the runs, rn50/results/scaling.py sets each point of
+several devices against its 1-device reference, rn50/results/report.py makes the table and files."""
 
-import json
 import math
 import statistics
 from collections import defaultdict
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List
 
 from rn50 import tracking
-from rn50.errors import Rn50Error
 from rn50.measure import timing
-from rn50.point.identity import NOT_REPORT_SETUP, current_params, leaves_out, reads_dali_keys, sweep_points
+from rn50.point.identity import NOT_REPORT_SETUP, current_params, leaves_out, reads_dali_keys
 
 ROLE_TAG = tracking.runs.ROLE_TAG
 
@@ -36,6 +34,9 @@ COLUMNS = [
     # step showed: its step time less its 1-device reference's (add_scaling).
     ("allreduce_ms", "all-reduce ms"), ("busbw_GBps", "bus GB/s"), ("comm_exposed_ms", "exposed ms/step"),
     ("comm_hidden_pct", "hidden %"), ("transport", "transport"),
+    # The slowest device's SM clock over the windows against its 1-device reference's (add_scaling): a
+    # power-capped GPU clocks lower under DDP, and DDP waits for the slowest rank. Shown where any point has one.
+    ("slowest_clock_pct", "slowest {device} clock %"),
     ("gpu_utilization_pct", "GPU util %"), ("data_wait_pct", "data wait %"),
     # Steps that waited for their batches over timing.INPUT_BOUND_WAIT_PCT of the windows: shown where any point did.
     ("input_bound", "input-bound"),
@@ -110,6 +111,8 @@ def row(run) -> Dict:
         "images_per_sec_mean": m.get("throughput/images_per_sec_mean") if comparable else None,
         "allreduce_ms": m.get("comm/allreduce_ms"), "busbw_GBps": m.get("comm/busbw_GBps"),
         "transport": t.get("comm_transport"),
+        # NVML's over the windows: the devices' mean, and the slowest device's (the mean where one device ran)
+        "sm_clock_mhz": m.get("gpu/sm_clock_mhz"), "sm_clock_mhz_min": m.get("gpu/sm_clock_mhz_min"),
         "gpu_utilization_pct": m.get("gpu/utilization_pct"), "data_wait_pct": m.get("data/wait_pct"),
         # from the metrics, not the tag: runs recorded before the tag (or its GPU condition) say it too
         "input_bound": ("yes" if timing.input_bound(m) else "no") if "data/wait_pct" in m else None,
@@ -148,33 +151,16 @@ def batch_per_gpu(params: Dict, metrics: Dict) -> int:
     return int(asked) if asked.isdigit() else 0
 
 
-def reference_medians(rows: List[Dict], key: Callable[[Dict], tuple],
-                      is_reference: Callable[[Dict], bool]) -> Dict[tuple, float]:
-    """By key, the median images/sec of the rows that can stand as a reference (is_reference): finished,
-    with a figure, and not profiled (a profiler's steps are not the figure's)."""
+def reference_medians(rows: List[Dict], key: Callable[[Dict], tuple], is_reference: Callable[[Dict], bool],
+                      value: str = "images_per_sec_median") -> Dict[tuple, float]:
+    """By key, the median `value` (images/sec unless named) of the rows that can stand as a reference
+    (is_reference): finished, with a figure, and not profiled (a profiler's steps are not the figure's)."""
     found: Dict[tuple, List[float]] = defaultdict(list)
     for r in rows:
-        if is_reference(r) and r["status"] == "FINISHED" and r["images_per_sec_median"] and not r["profiled"]:
-            found[key(r)].append(r["images_per_sec_median"])
+        if (is_reference(r) and r["status"] == "FINISHED" and r["images_per_sec_median"] and not r["profiled"]
+                and r.get(value) is not None):
+            found[key(r)].append(r[value])
     return {k: statistics.median(v) for k, v in found.items()}
-
-
-def add_scaling(rows: List[Dict]) -> List[Dict]:
-    def key(r):  # a CPU run is no reference for a GPU run of the same config
-        return r["setup"], r.get("accelerator")
-
-    base = reference_medians(rows, key, lambda r: r["gpus"] == 1)
-    for r in rows:
-        ref = base.get(key(r))
-        ok = r["status"] == "FINISHED" and r["images_per_sec_median"] and ref
-        r["speedup"] = r["images_per_sec_median"] / ref if ok else None
-        r["scaling_efficiency_pct"] = 100.0 * r["speedup"] / r["gpus"] if ok else None
-        r["comm_exposed_ms"] = r["comm_hidden_pct"] = None
-        if ok and r["gpus"] > 1 and r.get("batch_per_gpu"):
-            r["comm_exposed_ms"], r["comm_hidden_pct"] = exposed(r, ref)
-        if r["status"] != "FINISHED":
-            r["status"] = f"{r['status']} ({r['failure']})" if r["failure"] else r["status"]
-    return rows
 
 
 def add_vs_synthetic(rows: List[Dict]) -> List[Dict]:
@@ -193,122 +179,7 @@ def add_vs_synthetic(rows: List[Dict]) -> List[Dict]:
     return rows
 
 
-def exposed(row: Dict, ref_images_per_sec: float) -> Tuple[float, Optional[float]]:
-    """(ms, %): what a step of several devices took beyond its 1-device reference's step (the
-    communication no compute hid, and DDP's own work), never below 0 (noise); and the share of the
-    timed all-reduce hidden behind compute, where the run timed one."""
-    step_ms = 1e3 * row["batch_per_gpu"] * row["gpus"] / row["images_per_sec_median"]
-    ref_ms = 1e3 * row["batch_per_gpu"] / ref_images_per_sec
-    extra = max(0.0, step_ms - ref_ms)
-    allreduce = row.get("allreduce_ms")
-    hidden = 100.0 * min(1.0, max(0.0, 1 - extra / allreduce)) if allreduce else None
-    return extra, hidden
-
-
-def scaling_metrics(rows: List[Dict]) -> Dict[str, Dict[str, float]]:
-    """What a sweep found of each point against its 1-device reference, as the point's metrics:
-    scaling/speedup, scaling/efficiency_pct, comm/exposed_ms_per_step and comm/hidden_pct."""
-    found = {}
-    for r in rows:
-        if r.get("speedup") is None or (r["gpus"] or 0) < 2:
-            continue
-        metrics = {"scaling/speedup": r["speedup"], "scaling/efficiency_pct": r["scaling_efficiency_pct"],
-                   "comm/exposed_ms_per_step": r["comm_exposed_ms"]}
-        if r.get("comm_hidden_pct") is not None:
-            metrics["comm/hidden_pct"] = r["comm_hidden_pct"]
-        found[r["run_id"]] = metrics
-    return found
-
-
-def scaling_lines(rows: List[Dict]) -> List[str]:
-    """A sentence per finished point of several devices: '4 GPUs: 94.2% scaling; all-reduce 1.9 ms at
-    210 GB/s over P2P/NVLink, 0.4 ms of it exposed per step (79% hidden)'."""
-    lines = []
-    for r in rows:
-        if (r["gpus"] or 0) < 2 or r.get("scaling_efficiency_pct") is None:
-            continue
-        one, many = DEVICE_NAMES[r.get("accelerator", "cuda")]
-        text = (f"{r['model']} {r['precision']} bs{r['batch_per_gpu']}, {r['gpus']} {many}: "
-                f"{r['scaling_efficiency_pct']:.1f}% scaling")
-        if r.get("allreduce_ms"):
-            over = f" over {r['transport']}" if r.get("transport") else ""
-            text += f"; all-reduce {rounded(r['allreduce_ms'])} ms at {rounded(r['busbw_GBps'])} GB/s{over}, "
-            if r["comm_exposed_ms"] <= r["allreduce_ms"]:
-                text += (f"{rounded(r['comm_exposed_ms'])} ms of it exposed per step "
-                         f"({r['comm_hidden_pct']:.0f}% hidden)")
-            else:  # the step grew by more than the all-reduce takes alone
-                text += (f"and a step takes {rounded(r['comm_exposed_ms'])} ms more than on 1 {one}: more than the "
-                         "all-reduce alone, so DDP's own work (bucket copies, kernels beside the collective) shows too")
-        else:
-            text += f"; {rounded(r['comm_exposed_ms'])} ms per step beyond 1 {one}'s (no all-reduce timed)"
-        lines.append(text)
-    return lines
-
-
-def collect(uri: str, parent_run_id: Optional[str] = None, experiment: Optional[str] = None,
-            filter_string: str = "") -> List[Dict]:
-    """One row per benchmark run: the children of a sweep, or an experiment's runs."""
-    try:
-        return _collect(tracking.client.open_client(uri), uri, parent_run_id, experiment, filter_string)
-    except tracking.client.MlflowException as exc:
-        which = f"--parent-run-id {parent_run_id}" if parent_run_id else f"--filter {filter_string!r}"
-        raise Rn50Error(f"{which}: {str(exc).splitlines()[0]}") from None
-
-
-def _collect(client, uri, parent_run_id, experiment, filter_string) -> List[Dict]:
-    filter_string_given = bool(filter_string)  # the points a filter leaves out are not "not started"
-    if parent_run_id:
-        exp_ids = [client.get_run(parent_run_id).info.experiment_id]
-        clause = f"tags.`{tracking.runs.PARENT_TAG}` = '{parent_run_id}'"
-        filter_string = f"{clause} and {filter_string}" if filter_string else clause
-    else:
-        found = client.get_experiment_by_name(experiment or "rn50")
-        if found is None:
-            raise Rn50Error(f"no MLflow experiment named {experiment!r} in {uri}")
-        exp_ids = [found.experiment_id]
-    runs = tracking.runs.search_runs(client, exp_ids, filter_string)
-    children = [r for r in runs if r.data.tags.get(ROLE_TAG) != "sweep"]
-    rows = [row(r) for r in children]
-    for r in rows:
-        if r["training"]:
-            r["top1_curve"] = top1_curve(client, r["run_id"])
-    if parent_run_id:
-        rows = latest_per_point(rows)
-    rows.sort(key=lambda r: (r["model"], r["precision"] or "", r["batch_per_gpu"], r["gpus"], r["start_time"]))
-    rows = add_vs_synthetic(add_scaling(rows))
-    if parent_run_id and not filter_string_given:  # the sweep's points that have no run, in its order
-        kinds = {r["accelerator"] for r in rows}
-        rows += not_started(client.get_run(parent_run_id).data.tags, children, kinds.pop() if len(kinds) == 1 else "cuda")
-    return rows
-
-
 NOT_STARTED = "NOT STARTED"
-
-
-def not_started(sweep_tags: Dict[str, str], children: list, accelerator: str) -> List[Dict]:
-    """A row for each job of the sweep (its `sweep.override_list` tag, or `sweep.overrides` of a sweep
-    logged before it) that no child run was made for (a sweep stopped before it, its launcher gone),
-    named in its model cell by the keys the sweep varies; no figures. None where the overrides do not
-    parse again."""
-    listed = sweep_tags.get("sweep.override_list")
-    overrides = json.loads(listed) if listed else sweep_tags.get("sweep.overrides", "").split()
-    try:
-        jobs = sweep_points(overrides) if overrides else []
-    except Exception:  # Hydra's OverrideParseException: a value it cannot read back
-        return []
-    # A run is a job's when its command holds all of the job's overrides: a resumed sweep's jobs add
-    # sweep.resume, a SLURM sweep's add mlflow.run_id.
-    made = [f" {r.data.tags.get('command', '')} " for r in children]
-    varied = [i for i in range(len(jobs[0]) if jobs else 0) if len({job[i] for job in jobs}) > 1]
-    rows = []
-    for job in jobs:
-        if any(all(f" {o} " in command for o in job) for command in made):
-            continue
-        name = " ".join(job[i] for i in varied) or " ".join(job)
-        rows.append({**{k: None for k, _ in COLUMNS}, "model": f"not started: {name}", "point": " ".join(job),
-                     "status": NOT_STARTED, "failure": "", "error": "", "run_id": "", "accelerator": accelerator,
-                     "profiled": False, "training": False, "start_time": 0})
-    return rows
 
 
 def tally(rows: List[Dict]) -> str:
@@ -318,23 +189,6 @@ def tally(rows: List[Dict]) -> str:
     failed = len(rows) - done - missing
     parts = [f"{done} finished"] + [f"{failed} failed"] * bool(failed) + [f"{missing} not started"] * bool(missing)
     return f"{len(rows)} point{'s' * (len(rows) != 1)}: {', '.join(parts)}"
-
-
-def top1_curve(client, run_id: str) -> List[Tuple[float, float]]:
-    """(training seconds so far, val top-1 %) at each evaluated epoch of a train=accuracy run."""
-    elapsed = {m.step: m.value for m in client.get_metric_history(run_id, "time/elapsed_s")}
-    return sorted((elapsed[m.step], 100 * m.value) for m in client.get_metric_history(run_id, "val/top1")
-                  if m.step in elapsed)
-
-
-def latest_per_point(rows: List[Dict]) -> List[Dict]:
-    """In a sweep, a point run again (resuming re-runs failed points) is its latest run."""
-    latest: Dict[str, Dict] = {}
-    for r in rows:
-        if r["config_hash"] and (r["config_hash"] not in latest
-                                 or r["start_time"] > latest[r["config_hash"]]["start_time"]):
-            latest[r["config_hash"]] = r
-    return [r for r in rows if not r["config_hash"] or latest[r["config_hash"]] is r]
 
 
 def rounded(value) -> str:

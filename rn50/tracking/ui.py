@@ -31,11 +31,13 @@ UI_COLUMNS = [
     "metrics.`energy/images_per_joule`",
     "metrics.`step_time/median_ms`",
     # Several devices: the gradients' all-reduce timed alone, and (logged at a sweep's end) how much
-    # of it a step showed against the sweep's 1-device point (rn50/results/report.py).
+    # of it a step showed against the sweep's 1-device point, and its slowest GPU's clock against that
+    # point's (rn50/results/scaling.py).
     "metrics.`scaling/efficiency_pct`",
     "metrics.`comm/allreduce_ms`",
     "metrics.`comm/busbw_GBps`",
     "metrics.`comm/exposed_ms_per_step`",
+    "metrics.`scaling/slowest_clock_pct`",
     "tags.`comm_transport`",
     "metrics.`time/startup_s`",
     "metrics.`data/wait_pct`",

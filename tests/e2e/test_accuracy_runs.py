@@ -17,7 +17,7 @@ from helpers.digits import DIGITS_RUN, EPOCHS, write_digits
 from helpers.store import empty_store_in, runs_in
 from rn50.recipe import accuracy
 from rn50.results import report
-from rn50.results.rows import collect
+from rn50.results.collect import collect
 from rn50 import tracking
 
 

@@ -1,7 +1,7 @@
 """data=dali against data=synthetic on one GPU (issue 44): the same run with the same settings, in one test,
 so that a change which slows DALI's feed fails here. Two settings: data=dali's defaults, chosen for hosts
 whose every GPU decodes (the hardware decoder, 6 threads: 0.961 of synthetic on four H100s; on one H100 the
-hardware decoder with 12 threads gave 0.967, 6 threads were not run there), and the settings
+hardware decoder with 12 threads gave 0.967; with 6 threads one H200 gave 0.976 and 0.975), and the settings
 conf/data/dali.yaml gives for one GPU with the host's cores to itself (0.988 on one H100):
 docs/benchmarks.md, "DALI's levers on 4 GPUs". Each run is one 100-step window a repeat, three repeats. Needs a CUDA GPU and DALI:
 `python -m pytest -m gpu tests/e2e/test_dali_gpu.py` on a GPU machine."""

@@ -9,7 +9,8 @@ import pytest
 from helpers.compose import compose_as_hydra
 from helpers.store import empty_store_in
 from rn50.results import report
-from rn50.results.rows import collect, rounded
+from rn50.results.collect import collect
+from rn50.results.rows import rounded
 from rn50 import tracking
 from rn50.launcher import lifecycle
 from rn50.measure.nvml import energy_metrics
@@ -92,7 +93,7 @@ def test_summary_metrics_are_logged_as_the_ui_should_show_them(tmp_path):
 
 
 def test_profiled_runs_are_no_speedup_reference():
-    from rn50.results.rows import add_scaling
+    from rn50.results.scaling import add_scaling
 
     def row(gpus, ips, profiled):
         return {"setup": "model.arch=resnet50", "gpus": gpus, "status": "FINISHED", "failure": "",

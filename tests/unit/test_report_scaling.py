@@ -4,7 +4,8 @@ speedup, the step time several devices took beyond one device's, the share of th
 import pytest
 
 from rn50.results import report
-from rn50.results.rows import add_scaling, add_vs_synthetic, scaling_lines, scaling_metrics, setup
+from rn50.results.rows import add_vs_synthetic, setup
+from rn50.results.scaling import add_scaling, scaling_lines, scaling_metrics
 
 
 def row(gpus, ips, status="FINISHED", allreduce=None, busbw=None, transport=None, failure=""):
@@ -104,3 +105,39 @@ def test_a_point_compiled_either_way_for_ddp_scales_against_the_same_one_device_
     assert setup({**two, "model.compile_ddp": "no_optimization"}) == setup({**one, "model.compile_ddp": "ddp_optimizer"})
     assert setup({**two, "model.compile_ddp": "ddp_optimizer"}) == setup(one)
     assert setup({**two, "data.batch_size": "256"}) != setup(one)  # what does change a figure still tells them apart
+
+
+def clocked(gpus, ips, mean_mhz, slowest_mhz, **kw):
+    return {**row(gpus, ips, **kw), "sm_clock_mhz": mean_mhz, "sm_clock_mhz_min": slowest_mhz}
+
+
+def test_a_slower_clock_on_the_slowest_device_is_counted_before_blaming_ddp():
+    """2 H200s, 2026-11-28 (docs/benchmarks.md): at their power limit the two GPUs of the 2-GPU point clocked
+    1871 and 1964 MHz against 1924 MHz for the 1-GPU point; DDP waits for the slower one each step."""
+    one, two = add_scaling([clocked(1, 6044.0, 1923.5, 1923.5),
+                            clocked(2, 11636.3, 1917.5, 1871.1, allreduce=1.0, busbw=190.0)])
+    assert one["slowest_clock_pct"] is None  # its own reference
+    assert two["slowest_clock_pct"] == pytest.approx(100 * 1871.1 / 1923.5)
+    ref_ms = 1e3 * 256 / 6044.0
+    assert two["clock_ms"] == pytest.approx(ref_ms * 1923.5 / 1871.1 - ref_ms)  # 1.19 of the 1.64 ms beyond
+    assert scaling_lines([one, two]) == [
+        "resnet50 amp bs256, 2 GPUs: 96.3% scaling; all-reduce 1.00 ms at 190.0 GB/s, and a step takes 1.64 ms "
+        "more than on 1 GPU: no more than the all-reduce alone once the slower clock is counted; its slowest GPU "
+        "ran at 1871 MHz against 1924 MHz on 1 GPU (97.3%), up to 1.19 ms a step"]
+    assert scaling_metrics([one, two])["run2FINISHED"]["scaling/slowest_clock_pct"] == pytest.approx(97.28, abs=0.01)
+    header = report.markdown([one, two]).splitlines()[0]
+    assert "slowest GPU clock %" in header and "| 97.28 |" in report.markdown([one, two])
+
+
+def test_a_clock_within_a_percent_or_unrecorded_changes_nothing_said():
+    base = [clocked(1, 5000.0, 1900.0, 1900.0)]
+    _, near = add_scaling(base + [clocked(4, 19000.0, 1900.0, 1890.0, allreduce=2.0, busbw=153.0)])
+    assert near["slowest_clock_pct"] == pytest.approx(99.47, abs=0.01)
+    assert scaling_lines([near])[0].endswith("so DDP's own work (bucket copies, kernels beside the collective) shows too")
+    # a clock low enough to name, but the step still grew by more than the all-reduce and the clock together
+    _, slow = add_scaling(base + [clocked(4, 17000.0, 1880.0, 1850.0, allreduce=2.0, busbw=153.0)])
+    assert "more than the all-reduce alone, so DDP's own work" in scaling_lines([slow])[0]
+    assert scaling_lines([slow])[0].endswith("(97.4%), up to 1.38 ms a step")
+    # runs recorded before the clocks were read: no column, the sentence as before
+    rows = add_scaling([row(1, 5000.0), row(4, 19000.0, allreduce=2.0, busbw=153.0)])
+    assert rows[1]["slowest_clock_pct"] is None and "clock" not in report.markdown(rows)
