@@ -97,6 +97,12 @@ def main(argv=None) -> dict:
         p.error("--cuda-graph replays one batch's addresses, so it cannot take batches from --data-root")
 
     world = int(os.environ.get("WORLD_SIZE", 1))
+    if args.cuda_graph and world > 1:
+        # Capture failed on 2 H200s ("operation would make the legacy stream depend on a capturing blocking
+        # stream", docs/benchmarks.md, fourteenth session): torch's DDP must be built on a side stream and run
+        # 11 eager steps before a whole-step capture, which this loop does not do.
+        p.error(f"--cuda-graph captures one process's whole step; under torchrun (WORLD_SIZE={world}) DDP's "
+                "capture is not supported here: run it on one GPU, or use --compile --compile-mode reduce-overhead")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))

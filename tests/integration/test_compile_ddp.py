@@ -76,3 +76,14 @@ def test_the_bare_loop_refuses_the_setting_uncompiled(capsys):
         baseline.main(["--compile-ddp", "no_optimization"])
     assert ("rn50.baseline: error: --compile-ddp no_optimization sets how torch.compile splits the graph for DDP: "
             "add --compile") in capsys.readouterr().err
+
+
+def test_the_bare_loop_refuses_a_whole_step_graph_under_ddp(capsys, monkeypatch):
+    from rn50.tools import baseline
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SystemExit) as exited:
+        baseline.main(["--cuda-graph"])
+    assert exited.value.code == 2
+    assert ("rn50.baseline: error: --cuda-graph captures one process's whole step; under torchrun (WORLD_SIZE=2) "
+            "DDP's capture is not supported here") in capsys.readouterr().err
