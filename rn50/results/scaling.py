@@ -54,7 +54,9 @@ def slower_clock(row: Dict, ref_images_per_sec: float, ref_clock_mhz: float) -> 
     """(%, ms): the slowest device's mean SM clock over the windows as a share of the 1-device reference's,
     and what that alone adds to the reference's step, at most: its step stretched by the clocks' ratio
     (all of a step's time scaled with the clock; memory-bound kernels scale less). DDP waits each step for
-    its slowest rank, and a GPU at its power limit clocks lower when its neighbours draw power too."""
+    its slowest rank, and a GPU at its power limit clocks lower when its neighbours draw power too. The
+    clock's reference is the median of the 1-device points that recorded one, the step's of all of them:
+    the same points but where some were recorded before the clock was."""
     ref_ms = 1e3 * row["batch_per_gpu"] / ref_images_per_sec
     slowest = row["sm_clock_mhz_min"]
     return 100.0 * slowest / ref_clock_mhz, max(0.0, ref_ms * ref_clock_mhz / slowest - ref_ms)
@@ -90,15 +92,17 @@ def scaling_lines(rows: List[Dict]) -> List[str]:
         text = (f"{r['model']} {r['precision']} bs{r['batch_per_gpu']}, {r['gpus']} {many}: "
                 f"{r['scaling_efficiency_pct']:.1f}% scaling")
         clocked_lower = (r.get("slowest_clock_pct") or 100.0) < CLOCK_SHOWN_BELOW_PCT
+        # what the slower clock may explain: its bound, but never more than the step grew
+        clock_ms = min(r["clock_ms"], r["comm_exposed_ms"]) if clocked_lower else 0.0
         if r.get("allreduce_ms"):
             over = f" over {r['transport']}" if r.get("transport") else ""
             text += f"; all-reduce {rounded(r['allreduce_ms'])} ms at {rounded(r['busbw_GBps'])} GB/s{over}, "
             if r["comm_exposed_ms"] <= r["allreduce_ms"]:
                 text += (f"{rounded(r['comm_exposed_ms'])} ms of it exposed per step "
                          f"({r['comm_hidden_pct']:.0f}% hidden)")
-            elif clocked_lower and r["comm_exposed_ms"] - r["clock_ms"] <= r["allreduce_ms"]:
+            elif clocked_lower and r["comm_exposed_ms"] - clock_ms <= r["allreduce_ms"]:
                 text += (f"and a step takes {rounded(r['comm_exposed_ms'])} ms more than on 1 {one}: no more "
-                         "than the all-reduce alone once the slower clock is counted")
+                         f"than the all-reduce alone if the slower clock costs all of its {rounded(clock_ms)} ms")
             else:  # the step grew by more than the all-reduce takes alone
                 text += (f"and a step takes {rounded(r['comm_exposed_ms'])} ms more than on 1 {one}: more than the "
                          "all-reduce alone, so DDP's own work (bucket copies, kernels beside the collective) shows too")
@@ -106,7 +110,7 @@ def scaling_lines(rows: List[Dict]) -> List[str]:
             text += f"; {rounded(r['comm_exposed_ms'])} ms per step beyond 1 {one}'s (no all-reduce timed)"
         if clocked_lower:
             text += (f"; its slowest {one} ran at {r['sm_clock_mhz_min']:.0f} MHz against "
-                     f"{r['reference_clock_mhz']:.0f} MHz on 1 {one} ({r['slowest_clock_pct']:.1f}%), "
-                     f"up to {rounded(r['clock_ms'])} ms a step")
+                     f"{r['reference_clock_mhz']:.0f} MHz on 1 {one} ({r['slowest_clock_pct']:.1f}%)")
+            text += f", up to {rounded(clock_ms)} ms a step" if clock_ms > 0 else ""
         lines.append(text)
     return lines

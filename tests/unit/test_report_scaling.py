@@ -122,8 +122,8 @@ def test_a_slower_clock_on_the_slowest_device_is_counted_before_blaming_ddp():
     assert two["clock_ms"] == pytest.approx(ref_ms * 1923.5 / 1871.1 - ref_ms)  # 1.19 of the 1.64 ms beyond
     assert scaling_lines([one, two]) == [
         "resnet50 amp bs256, 2 GPUs: 96.3% scaling; all-reduce 1.00 ms at 190.0 GB/s, and a step takes 1.64 ms "
-        "more than on 1 GPU: no more than the all-reduce alone once the slower clock is counted; its slowest GPU "
-        "ran at 1871 MHz against 1924 MHz on 1 GPU (97.3%), up to 1.19 ms a step"]
+        "more than on 1 GPU: no more than the all-reduce alone if the slower clock costs all of its 1.19 ms; its "
+        "slowest GPU ran at 1871 MHz against 1924 MHz on 1 GPU (97.3%), up to 1.19 ms a step"]
     assert scaling_metrics([one, two])["run2FINISHED"]["scaling/slowest_clock_pct"] == pytest.approx(97.28, abs=0.01)
     header = report.markdown([one, two]).splitlines()[0]
     assert "slowest GPU clock %" in header and "| 97.28 |" in report.markdown([one, two])
@@ -141,3 +141,27 @@ def test_a_clock_within_a_percent_or_unrecorded_changes_nothing_said():
     # runs recorded before the clocks were read: no column, the sentence as before
     rows = add_scaling([row(1, 5000.0), row(4, 19000.0, allreduce=2.0, busbw=153.0)])
     assert rows[1]["slowest_clock_pct"] is None and "clock" not in report.markdown(rows)
+
+
+def test_the_clock_explains_at_most_what_the_step_grew():
+    # 1850 against 1900 MHz bounds 1.38 ms, but the step grew 0.26 ms: the sentence says 0.26 at most
+    _, two = add_scaling([clocked(1, 5000.0, 1900.0, 1900.0),
+                          clocked(2, 1e3 * 512 / (51.2 + 0.26), 1870.0, 1850.0, allreduce=2.0, busbw=100.0)])
+    assert two["clock_ms"] == pytest.approx(1.38, abs=0.01)
+    assert scaling_lines([two])[0].endswith("0.26 ms of it exposed per step (87% hidden); its slowest GPU ran at "
+                                            "1850 MHz against 1900 MHz on 1 GPU (97.4%), up to 0.26 ms a step")
+    _, same = add_scaling([clocked(1, 5000.0, 1900.0, 1900.0), clocked(2, 10010.0, 1870.0, 1850.0, allreduce=1.0)])
+    assert scaling_lines([same])[0].endswith("on 1 GPU (97.4%)")  # no step growth: no ms to give the clock
+
+
+@pytest.mark.parametrize("points", [
+    # the 1-GPU point read its clock, the 2-GPU point was recorded before the clocks were
+    [clocked(1, 5000.0, 1900.0, 1900.0), row(2, 9000.0, allreduce=2.0, busbw=100.0)],
+    # a CPU process's reading is no reference for a GPU's (no clock on CPUs; the key keeps them apart anyway)
+    [{**clocked(1, 5000.0, 1900.0, 1900.0), "accelerator": "cpu"}, clocked(1, 5000.0, None, None),
+     clocked(2, 9000.0, 1850.0, 1800.0, allreduce=2.0, busbw=100.0)],
+])
+def test_no_clock_figure_without_both_readings_of_one_device_kind(points):
+    two = add_scaling(points)[-1]
+    assert two["speedup"] is not None and two["slowest_clock_pct"] is None
+    assert "MHz" not in scaling_lines([two])[0]
