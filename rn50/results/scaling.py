@@ -28,36 +28,35 @@ def add_scaling(rows: List[Dict]) -> List[Dict]:
         r["comm_exposed_ms"] = r["comm_hidden_pct"] = None
         r["slowest_clock_pct"] = r["clock_ms"] = r["reference_clock_mhz"] = None
         if ok and r["gpus"] > 1 and r.get("batch_per_gpu"):
-            r["comm_exposed_ms"], r["comm_hidden_pct"] = exposed(r, ref)
+            ref_ms = 1e3 * r["batch_per_gpu"] / ref  # the reference's step, at the point's batch per device
+            r["comm_exposed_ms"], r["comm_hidden_pct"] = exposed(r, ref_ms)
             ref_clock = base_clock.get(key(r))
             if ref_clock and r.get("sm_clock_mhz_min"):
                 r["reference_clock_mhz"] = ref_clock
-                r["slowest_clock_pct"], r["clock_ms"] = slower_clock(r, ref, ref_clock)
+                r["slowest_clock_pct"], r["clock_ms"] = slower_clock(r, ref_ms, ref_clock)
         if r["status"] != "FINISHED":
             r["status"] = f"{r['status']} ({r['failure']})" if r["failure"] else r["status"]
     return rows
 
 
-def exposed(row: Dict, ref_images_per_sec: float) -> Tuple[float, Optional[float]]:
+def exposed(row: Dict, ref_ms: float) -> Tuple[float, Optional[float]]:
     """(ms, %): what a step of several devices took beyond its 1-device reference's step (the
     communication no compute hid, and DDP's own work), never below 0 (noise); and the share of the
-    timed all-reduce hidden behind compute, where the run timed one."""
+    timed all-reduce hidden behind compute, where the run timed one. ref_ms: the reference's step."""
     step_ms = 1e3 * row["batch_per_gpu"] * row["gpus"] / row["images_per_sec_median"]
-    ref_ms = 1e3 * row["batch_per_gpu"] / ref_images_per_sec
     extra = max(0.0, step_ms - ref_ms)
     allreduce = row.get("allreduce_ms")
     hidden = 100.0 * min(1.0, max(0.0, 1 - extra / allreduce)) if allreduce else None
     return extra, hidden
 
 
-def slower_clock(row: Dict, ref_images_per_sec: float, ref_clock_mhz: float) -> Tuple[float, float]:
+def slower_clock(row: Dict, ref_ms: float, ref_clock_mhz: float) -> Tuple[float, float]:
     """(%, ms): the slowest device's mean SM clock over the windows as a share of the 1-device reference's,
     and what that alone adds to the reference's step, at most: its step stretched by the clocks' ratio
     (all of a step's time scaled with the clock; memory-bound kernels scale less). DDP waits each step for
     its slowest rank, and a GPU at its power limit clocks lower when its neighbours draw power too. The
     clock's reference is the median of the 1-device points that recorded one, the step's of all of them:
     the same points but where some were recorded before the clock was."""
-    ref_ms = 1e3 * row["batch_per_gpu"] / ref_images_per_sec
     slowest = row["sm_clock_mhz_min"]
     return 100.0 * slowest / ref_clock_mhz, max(0.0, ref_ms * ref_clock_mhz / slowest - ref_ms)
 
