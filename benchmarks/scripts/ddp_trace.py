@@ -2,7 +2,9 @@
 its device time split into compute alone, NCCL alone, both at once and idle, the NCCL kernels' count, and
 when the first NCCL kernel (DDP's buffer broadcast, at the forward's start) started and the last ended,
 relative to the step's start. Two traces side by side
-(rn50's rank 0 and the bare loop's) answer where one step is longer than the other.
+(rn50's rank 0 and the bare loop's) answer where one step is longer than the other. side_ms is the device
+work on streams other than the one the step's optimizer ran on, NCCL's aside: a data pipeline's (DALI's
+decoding, copies and resizing beside the step); its largest kinds follow, in ms a step.
 
     python benchmarks/scripts/ddp_trace.py TRACE.json[.gz] [TRACE2 ...]
 
@@ -12,6 +14,7 @@ So it reads runs with fused SGD or amp (rn50's defaults and the bare loop's); a 
 MIN_KERNELS kernels (a kernel of another stream between the optimizer's) is not one and is left out.
 """
 
+import collections
 import gzip
 import json
 import re
@@ -52,6 +55,17 @@ def steps(work: list) -> list:
     return [(lo, step) for lo, step in steps if len(step) >= MIN_KERNELS]
 
 
+def side(step: list) -> list:
+    """(ms, name) of each kernel or copy that is neither NCCL's nor on the stream of the step's optimizer."""
+    main = next(k[3] for k in reversed(step) if STEP_END.search(k[2]))
+    return [((b - a) / 1e3, name) for a, b, name, stream in step if stream != main and not NCCL.search(name)]
+
+
+def kind(name: str) -> str:
+    """A kernel's name without its template arguments and parameters; a copy's as the trace names it."""
+    return re.split(r"[<(]", name.removeprefix("void "), maxsplit=1)[0].strip()
+
+
 def describe(lo: float, step: list) -> dict:
     hi = max(k[1] for k in step)
     comm = [(a, b) for a, b, name, _ in step if NCCL.search(name)]
@@ -61,13 +75,15 @@ def describe(lo: float, step: list) -> dict:
                 nccl_only_ms=(both - c) / 1e3, overlap_ms=(c + n - both) / 1e3,
                 compute_sum_ms=sum(b - a for a, b in compute) / 1e3, nccl_kernels=len(comm),
                 first_nccl_at_ms=(min(a for a, _ in comm) - lo) / 1e3 if comm else None,
-                last_nccl_end_ms=(max(b for _, b in comm) - lo) / 1e3 if comm else None)
+                last_nccl_end_ms=(max(b for _, b in comm) - lo) / 1e3 if comm else None,
+                side_ms=sum(ms for ms, _ in side(step)))
 
 
 def main(paths) -> None:
     keys = None
     for path in paths:
-        rows = [describe(lo, s) for lo, s in steps(kernels(path))]
+        found = steps(kernels(path))
+        rows = [describe(lo, s) for lo, s in found]
         if not rows:
             print(f"{path}: no complete step found")
             continue
@@ -75,6 +91,12 @@ def main(paths) -> None:
         med = {k: statistics.median(r[k] for r in rows if r[k] is not None) for k in keys
                if any(r[k] is not None for r in rows)}
         print(f"{path}: {len(rows)} steps, medians: " + ", ".join(f"{k} {v:.2f}" for k, v in med.items()))
+        kinds = collections.Counter()
+        for _, step in found:
+            for ms, name in side(step):
+                kinds[kind(name)] += ms / len(found)
+        if kinds:
+            print("  beside the step, ms a step: " + ", ".join(f"{n} {ms:.2f}" for n, ms in kinds.most_common(6)))
 
 
 if __name__ == "__main__":
