@@ -39,6 +39,17 @@ def image_tree(tmp_path_factory):
 
 
 @pytest.fixture
+def one_rank_group(tmp_path):
+    """torch's default process group of one gloo rank in this process, for DDP; destroyed after."""
+    import torch.distributed
+
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0,
+                                         world_size=1)
+    yield
+    torch.distributed.destroy_process_group()
+
+
+@pytest.fixture
 def launcher_signals():
     """The launcher's stop handlers (rn50/launcher/stop.py) for the test, as `python -m rn50` sets
     them; the handlers before are put back afterwards."""

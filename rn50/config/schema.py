@@ -157,6 +157,13 @@ class DistConfig:
     """The network interface the ranks talk over on every node (eth0, ib0), as GLOO_SOCKET_IFNAME
     and NCCL_SOCKET_IFNAME; null: gloo takes the address its hostname resolves to and NCCL picks
     one, and those variables, where set, stay (docs/multi-node.md)."""
+    broadcast_buffers: bool = False
+    """Whether DDP copies rank 0's batch-norm running statistics to every rank at the start of each
+    forward (torch's default, true): a broadcast and a device copy per buffer (159 in ResNet-50) on every
+    step's host path. Training does not read them (batch norm normalizes by the batch's own statistics),
+    so false, the default (as detectron2's, fairseq's and mmdetection's DDP), leaves each rank its own, and
+    train=accuracy averages them over the ranks before every validation. With data=dali on 2 H200s the
+    copies waited behind nvJPEG's once-a-batch device sync (docs/benchmarks.md, issue 44)."""
 
 
 @dataclass

@@ -93,7 +93,7 @@ LATER_KEYS = {
     "data.dali.affine": True, "data.dali.cpu_prefetch_queue_depth": None,
     "data.dali.stream_policy": "default", "data.dali.concurrency": "default",
     "data.dali.training_stream": "default", "dist.interface": None, "bench.comm_iters": 20,
-    "data.dali.cache_size_mb": 0, "model.compile_ddp": "ddp_optimizer",
+    "data.dali.cache_size_mb": 0, "model.compile_ddp": "ddp_optimizer", "dist.broadcast_buffers": True,
 }
 
 
@@ -157,6 +157,8 @@ def config_hash(cfg: DictConfig) -> str:
         measured["data"]["dali"] = OmegaConf.to_container(OmegaConf.structured(DaliConfig), enum_to_str=True)
     if not _has_training_stream(cfg):  # nothing changes whatever it says: their points stay
         measured["data"].get("dali", {}).pop("training_stream", None)
+    if measured["dist"]["nodes"] * measured["dist"]["gpus_per_node"] == 1:
+        measured["dist"].pop("broadcast_buffers", None)  # one process has no DDP: its points stay
     for dotted, default in LATER_KEYS.items():  # at their values of before they existed
         *path, key = dotted.split(".")
         node = functools.reduce(dict.get, path, measured)

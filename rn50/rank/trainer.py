@@ -8,6 +8,7 @@ import pytorch_lightning as pl
 from rn50.config.reads import world_size
 from rn50.distributed import peers
 from rn50.options.components import Options
+from rn50.recipe.train_step import buffer_sync
 from rn50.profiling.nvtx import NvtxRanges
 
 
@@ -27,7 +28,8 @@ def trainer_args(cfg, device_type: str, out: Path, options: Options, requeue: bo
         accelerator="gpu" if device_type == "cuda" else "cpu",
         devices=cfg.dist.gpus_per_node,
         num_nodes=cfg.dist.nodes,
-        strategy=peers.RosterDDP(gradient_as_bucket_view=True) if world > 1 else "auto",
+        strategy=peers.RosterDDP(gradient_as_bucket_view=True, **buffer_sync(cfg.dist.broadcast_buffers))
+        if world > 1 else "auto",
         plugins=[options.precision.plugin(device_type),
                  *options.cluster.environment(requeue)],
         benchmark=True,

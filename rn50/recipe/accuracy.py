@@ -3,12 +3,14 @@
 Each rank evaluates a disjoint slice of the validation set (`shard`: no padding, unlike
 torch's DistributedSampler, which repeats images so that every rank gets as many), counts its
 correct predictions (`count_correct`), and one all-reduce of the counts (`reduce_counts`)
-gives every rank the same totals; `fractions` turns them into top-k accuracies.
+gives every rank the same totals; `fractions` turns them into top-k accuracies. Before that,
+`average_running_stats` gives every rank the same batch-norm statistics: one model is evaluated.
 """
 
 from typing import Dict, List, Sequence
 
 import torch
+from torch import nn
 
 TOP_K = (1, 5)
 
@@ -45,3 +47,20 @@ def fractions(counts: torch.Tensor, ks: Sequence[int] = TOP_K) -> Dict[str, floa
     result = {f"top{k}": (v / images if images else 0.0) for k, v in zip(ks, values)}
     result["images"] = images
     return result
+
+
+def average_running_stats(net: nn.Module) -> None:
+    """Each floating-point buffer of net (batch norm's running mean and variance) becomes its mean over
+    every rank (a no-op in a single process): one all-reduce. Without DDP's buffer broadcast
+    (dist.broadcast_buffers=false) each rank keeps the statistics of its own batches; with it they
+    are rank 0's already."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    stats = [b for b in net.buffers() if b.is_floating_point()]
+    if not stats:
+        return
+    total = torch.cat([b.reshape(-1) for b in stats])
+    torch.distributed.all_reduce(total, op=torch.distributed.ReduceOp.SUM)
+    total /= torch.distributed.get_world_size()
+    for buffer, mean in zip(stats, total.split([b.numel() for b in stats])):
+        buffer.copy_(mean.view_as(buffer))

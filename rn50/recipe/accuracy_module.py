@@ -55,6 +55,8 @@ class AccuracyModule(ResNetModule):
 
     def on_validation_epoch_start(self):
         self._counts = None
+        # The checkpoint saved after this validation then holds the ranks' mean too.
+        accuracy.average_running_stats(self.net)
 
     def validation_step(self, batch, batch_idx):
         images, labels = batch

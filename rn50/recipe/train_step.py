@@ -2,6 +2,7 @@
 run as one callable. The bare loop (rn50/tools/baseline.py) measures what the framework costs with it;
 the batch search (rn50/rank/batch_search.py) probes batch sizes with it."""
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
@@ -59,20 +60,30 @@ class TrainStep:
         return loss.detach()
 
 
+def buffer_sync(every_forward: bool) -> dict:
+    """DDP's keyword for whether it copies rank 0's buffers to every rank at each forward (rn50's
+    dist.broadcast_buffers): forward_sync_buffers where torch has it (2.14 deprecates broadcast_buffers for
+    it), else broadcast_buffers. Off, the first still copies them once when DDP is built, the second not:
+    batch norm's start from the same values on every rank either way."""
+    keys = inspect.signature(torch.nn.parallel.DistributedDataParallel.__init__).parameters
+    return {"forward_sync_buffers" if "forward_sync_buffers" in keys else "broadcast_buffers": every_forward}
+
+
 def build_train_step(arch: str, precision, device: torch.device, *, num_classes: int = 1000,
                      image_size: int = 224, channels_last: bool = True, compile_mode: Optional[str] = None,
                      fused: Optional[bool] = None, loss_scale: float = 1024.0, optim=None,
-                     ddp: bool = False) -> TrainStep:
+                     ddp: bool = False, broadcast_buffers: bool = False) -> TrainStep:
     """rn50's network, precision, layout and optimizer as a bare step. precision is a built-in
     precision's name (fp32, tf32, amp, amp_static, bf16), or a run's precision object (rn50/options/precision.py), whose autocast and scaler it takes.
     compile_mode None runs eager; fused None follows optim.fused as a run does
     (optimizers.fused_default); ddp wraps the network for an
-    initialized process group."""
+    initialized process group, with broadcast_buffers as rn50's dist.broadcast_buffers."""
     net = build_network(arch, num_classes, channels_last).to(device)
     model = net
     if ddp:
         model = torch.nn.parallel.DistributedDataParallel(
-            net, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True)
+            net, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True,
+            **buffer_sync(broadcast_buffers))
     if compile_mode is not None:
         model = torch.compile(model, mode=compile_mode)
     optim = optim or OptimConfig()

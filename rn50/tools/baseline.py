@@ -68,6 +68,9 @@ def main(argv=None) -> dict:
                    help="with --compile: rn50's model.autotune_coordinate_descent=true")
     p.add_argument("--compile-ddp", default=CompileDDP.ddp_optimizer.value, choices=[m.value for m in CompileDDP],
                    help="with --compile under torchrun: rn50's model.compile_ddp")
+    p.add_argument("--broadcast-buffers", action="store_true",
+                   help="under torchrun: DDP copies rank 0's batch-norm statistics to every rank each step "
+                        "(torch's default; rn50's dist.broadcast_buffers=true)")
     p.add_argument("--conv-1x1-as-mm", action="store_true",
                    help="inductor lowers 1x1 convolutions to matmuls it can fuse with their neighbours")
     p.add_argument("--cuda-graph", action="store_true",
@@ -125,7 +128,7 @@ def main(argv=None) -> dict:
     configure_compile(args.autotune_pointwise, args.autotune_coordinate_descent, args.compile_ddp)
     options = dict(image_size=args.image_size, channels_last=args.channels_last,
                    compile_mode=args.compile_mode if args.compile else None, loss_scale=args.loss_scale,
-                   ddp=world > 1)
+                   ddp=world > 1, broadcast_buffers=args.broadcast_buffers)
     train = None  # the step, where the loop trains (not --decode-only)
     if args.data_root is None:  # one device-resident batch, as data=synthetic
         train = build_train_step(args.arch, args.precision, device, **options)

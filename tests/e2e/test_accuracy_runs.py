@@ -58,6 +58,32 @@ def test_two_ranks_count_every_image_once(tmp_path):
     assert out[0][1] == out[1][1] == expected
 
 
+def _average_stats(rank: int, world: int, init: str, out):
+    torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    net = torch.nn.Sequential(torch.nn.BatchNorm1d(2), torch.nn.Linear(2, 2))
+    net[0].running_mean.fill_(rank + 1.0)  # 1 and 2: as if each rank had seen its own batches
+    net[0].running_var.fill_(4.0 * rank)
+    accuracy.average_running_stats(net)
+    out[rank] = (net[0].running_mean.tolist(), net[0].running_var.tolist(), int(net[0].num_batches_tracked))
+    torch.distributed.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_ranks_evaluate_the_mean_of_their_batch_norm_statistics(tmp_path):
+    """Without DDP's buffer broadcast (dist.broadcast_buffers=false) each rank's running statistics are
+    its own; before a validation every rank takes their mean, as two gloo ranks show."""
+    ctx = torch.multiprocessing.get_context("spawn")
+    out = ctx.Manager().dict()
+    init = f"file://{tmp_path / 'rendezvous'}"
+    procs = [ctx.Process(target=_average_stats, args=(r, 2, init, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert out[0] == out[1] == ([1.5, 1.5], [2.0, 2.0], 0)  # the step count is no statistic: left alone
+
+
 @pytest.mark.slow
 def test_digits_reach_the_target_and_a_killed_run_resumes_to_the_same_result(tmp_path):
     """One uninterrupted run past 0.85 top-1; the same run killed (SIGTERM) after epoch 1 and resumed

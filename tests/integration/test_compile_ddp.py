@@ -6,7 +6,6 @@ graph (issue 42: at 2 GPUs experiment=fastest ran faster unsplit over NVLink).""
 import functools
 
 import pytest
-import torch
 from torch import nn
 
 from helpers import TINY
@@ -26,14 +25,6 @@ class StepInDDP(nn.Module):
 
     def forward(self, batch):
         return self.module.training_step(batch, 0)
-
-
-@pytest.fixture
-def one_rank_group(tmp_path):
-    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0,
-                                         world_size=1)
-    yield
-    torch.distributed.destroy_process_group()
 
 
 @pytest.mark.parametrize("mode,split", [("ddp_optimizer", True), ("no_optimization", False)])

@@ -6,6 +6,8 @@ import pickle
 import re
 
 import pytest
+import torch
+from torch import nn
 
 from helpers import TINY
 from rn50.launcher.launch import preflight
@@ -14,6 +16,7 @@ from rn50.profiling.nvtx import NvtxRanges
 from rn50.profiling.torch_profile import TorchProfile
 from rn50.rank.run import run_rank
 from rn50.rank.trainer import build_trainer, profiling_callbacks
+from rn50.recipe.train_step import build_train_step
 from rn50.options.components import Options
 from rn50.point.validate import validate
 from rn50.rank.throughput import ThroughputCallback
@@ -28,6 +31,19 @@ def test_trainer_has_no_per_step_sigterm_sync(compose_cfg, tmp_path):
     assert "_broadcast_sigterm_tensor" in vars(loop) and loop._broadcast_sigterm_tensor() is None
     assert trainer.max_steps == cfg.bench.warmup_steps + 3 * cfg.bench.steps
     assert trainer.logger is None and not trainer.checkpoint_callback
+
+
+@pytest.mark.parametrize("override,broadcast", [([], False), (["dist.broadcast_buffers=true"], True)])
+def test_ddp_broadcasts_buffers_only_when_asked(compose_cfg, tmp_path, one_rank_group, override, broadcast):
+    """dist.broadcast_buffers reaches the DDP module rn50's strategy builds (issue 44: its per-step copies
+    waited behind nvJPEG's device sync); the bare loop's step takes the same setting."""
+    cfg = validate(compose_cfg(TINY + ["dist=1n2g", *override]))
+    timer = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu", cfg.data.batch_size)
+    trainer = build_trainer(cfg, "cpu", [timer], timer.timer.total_steps, tmp_path, Options.of(cfg))
+    assert trainer.strategy._setup_model(nn.BatchNorm1d(2)).broadcast_buffers is broadcast
+    step = build_train_step("resnet18", "fp32", torch.device("cpu"), image_size=32, channels_last=False,
+                            ddp=True, broadcast_buffers=cfg.dist.broadcast_buffers)
+    assert step.model.broadcast_buffers is broadcast
 
 
 def test_profiled_steps_come_after_the_measured_ones(compose_cfg, tmp_path):

@@ -70,6 +70,13 @@ def test_the_hash_of_a_sweep_point_ignores_keys_that_change_nothing(compose_cfg)
     assert config_hash(cfg) == config_hash(before)
     assert config_hash(compose_cfg([*before_dali, "data.dali.cpu_decode_share=0.5"])) != \
         config_hash(compose_cfg(before_dali))
+    # One process has no DDP: dist.broadcast_buffers changes nothing there. On 2 GPUs, DDP's buffer broadcast
+    # each step (torch's default, what rn50 ran before the key existed) is the point recorded before it.
+    two = ["mlflow.tracking_uri=sqlite:///unused.db", "dist=1n2g"]
+    assert config_hash(compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "dist.broadcast_buffers=true"])) == \
+        "ceceeae15162444c"
+    assert config_hash(compose_cfg([*two, "dist.broadcast_buffers=true"])) == "61f3579db2de6b48"
+    assert config_hash(compose_cfg(two)) != "61f3579db2de6b48"
     tuned = compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "model.compile=true", "model.autotune_pointwise=true"])
     assert config_hash(tuned) != config_hash(compose_cfg(["mlflow.tracking_uri=sqlite:///unused.db", "model.compile=true"]))
 
