@@ -7,6 +7,7 @@
 #   phase NAME MIN_SECONDS OUTDIR CASE... benchmarks/scripts/ddp_gpu.sh with the time left
 #   ready                                 waits for DALI and the tree (at most 400 s from the start)
 # The session's deadline is seconds from its start, in /tmp/end_s (default 1300): nothing starts past it.
+# GATE: a file the unpack and the tree wait for (set it to let a cold compile have the CPUs first); unset: at once.
 set -u
 R=${R:-/tmp/res}; mkdir -p "$R"
 exec >> "$R/orch.log" 2>&1
@@ -18,14 +19,16 @@ DDP=benchmarks/scripts/ddp_gpu.sh
 TREE=${TREE:-/tmp/imagenet}
 DALI_PARTS=${DALI_PARTS:-4}
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=/root/.cache/rn50/torchinductor
+GATE=${GATE:-}
 log "start: $(nvidia-smi -L | tr '\n' ';') cpus $(nproc)"
+gate() { [ -z "$GATE" ] || while [ ! -e "$GATE" ]; do sleep 3; done; }
 
-( for i in $(seq 1 "$DALI_PARTS"); do while [ ! -e "/tmp/dchunks/done-$i" ]; do sleep 3; done; done
+( gate; for i in $(seq 1 "$DALI_PARTS"); do while [ ! -e "/tmp/dchunks/done-$i" ]; do sleep 3; done; done
   site=$(python3 -c 'import os,torch;print(os.path.dirname(os.path.dirname(torch.__file__)))')
   cat /tmp/dchunks/dsite.tar.xz.part-* | xz -dc -T0 | tar xf - -C "$site" \
     && python3 -c 'import nvidia.dali as d, nvidia.dali.fn; print("dali", d.__version__)' && touch /tmp/dali.ok
   log "dali: $( [ -e /tmp/dali.ok ] && echo installed || echo FAILED)" ) &
-( python3 -m rn50.fake_imagenet "$TREE" --classes 100 --train-per-class 100 --val-per-class 1 2>&1 | tail -n 1 \
+( gate; nice python3 -m rn50.fake_imagenet "$TREE" --classes 100 --train-per-class 100 --val-per-class 1 2>&1 | tail -n 1 \
     > "$R/fake_imagenet.txt"; touch /tmp/tree.ok; log "jpegs: $(cat "$R/fake_imagenet.txt")" ) &
 
 one() {

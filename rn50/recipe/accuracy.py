@@ -53,7 +53,7 @@ def average_running_stats(net: nn.Module) -> None:
     """Each floating-point buffer of net (batch norm's running mean and variance) becomes its mean over
     every rank (a no-op in a single process): one all-reduce. Without DDP's buffer broadcast
     (dist.broadcast_buffers=false) each rank keeps the statistics of its own batches; with it they
-    are rank 0's already."""
+    differ only by each rank's last step."""
     if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
         return
     stats = [b for b in net.buffers() if b.is_floating_point()]
