@@ -162,8 +162,8 @@ class DistConfig:
     forward (torch's default, true): a broadcast and a device copy per buffer (159 in ResNet-50) on every
     step's host path. Training does not read them (batch norm normalizes by the batch's own statistics),
     so false, the default (as detectron2's, fairseq's and mmdetection's DDP), leaves each rank its own, and
-    train=accuracy averages them over the ranks before every validation. On 2 H200s rn50 ran 1.0% faster
-    without them over NVLink and 4% over sockets (docs/benchmarks.md, seventeenth session)."""
+    train=accuracy averages them over the ranks before every validation and checkpoint. On 2 H200s rn50 ran
+    1.0% faster without them over NVLink and 1.5 to 6.7% over sockets (docs/benchmarks.md, seventeenth session)."""
 
 
 @dataclass

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rn50.config.dali_schema import DaliConfig
 from rn50.config.schema import OptimName, TrainName
-from rn50.config.reads import DEFAULT_CLASSES
+from rn50.config.reads import DEFAULT_CLASSES, world_size
 from rn50.options.pipelines import Dali, Pipeline
 
 # The class paths the built-in options had before rn50's modules moved into packages (issue 28).
@@ -157,7 +157,7 @@ def config_hash(cfg: DictConfig) -> str:
         measured["data"]["dali"] = OmegaConf.to_container(OmegaConf.structured(DaliConfig), enum_to_str=True)
     if not _has_training_stream(cfg):  # nothing changes whatever it says: their points stay
         measured["data"].get("dali", {}).pop("training_stream", None)
-    if measured["dist"]["nodes"] * measured["dist"]["gpus_per_node"] == 1:
+    if world_size(cfg) == 1:
         measured["dist"].pop("broadcast_buffers", None)  # one process has no DDP: its points stay
     for dotted, default in LATER_KEYS.items():  # at their values of before they existed
         *path, key = dotted.split(".")

@@ -8,8 +8,8 @@ import pytorch_lightning as pl
 from rn50.config.reads import world_size
 from rn50.distributed import peers
 from rn50.options.components import Options
-from rn50.recipe.train_step import buffer_sync
 from rn50.profiling.nvtx import NvtxRanges
+from rn50.recipe.train_step import buffer_sync
 
 
 def profiling_callbacks(cfg, device_type: str, first_step: int, out: Path, options: Options) -> list:

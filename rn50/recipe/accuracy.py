@@ -4,7 +4,8 @@ Each rank evaluates a disjoint slice of the validation set (`shard`: no padding,
 torch's DistributedSampler, which repeats images so that every rank gets as many), counts its
 correct predictions (`count_correct`), and one all-reduce of the counts (`reduce_counts`)
 gives every rank the same totals; `fractions` turns them into top-k accuracies. Before that,
-`average_running_stats` gives every rank the same batch-norm statistics: one model is evaluated.
+`average_running_stats` gives every rank the same batch-norm statistics: one model is evaluated
+(and checkpointed: train=accuracy averages them at every epoch's end too).
 """
 
 from typing import Dict, List, Sequence

@@ -55,7 +55,11 @@ class AccuracyModule(ResNetModule):
 
     def on_validation_epoch_start(self):
         self._counts = None
-        # The checkpoint saved after this validation then holds the ranks' mean too.
+        accuracy.average_running_stats(self.net)  # every rank evaluates one model
+
+    def on_train_epoch_end(self):
+        # Again at every epoch's end, validated or not: Lightning saves the checkpoint after this hook, so
+        # it holds the ranks' mean, and a resumed run goes on from what an uninterrupted one has.
         accuracy.average_running_stats(self.net)
 
     def validation_step(self, batch, batch_idx):

@@ -59,19 +59,34 @@ def test_two_ranks_count_every_image_once(tmp_path):
 
 
 def _average_stats(rank: int, world: int, init: str, out):
+    """A real AccuracyModule (resnet18) on one of `world` gloo ranks: its batch-norm statistics set as if the
+    rank had trained on its own batches, then its validation's and its epoch end's hooks."""
+    from helpers import TINY
+    from helpers.compose import compose_as_hydra
+    from rn50.recipe.accuracy_module import AccuracyModule
+
     torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
-    net = torch.nn.Sequential(torch.nn.BatchNorm1d(2), torch.nn.Linear(2, 2))
-    net[0].running_mean.fill_(rank + 1.0)  # 1 and 2: as if each rank had seen its own batches
-    net[0].running_var.fill_(4.0 * rank)
-    accuracy.average_running_stats(net)
-    out[rank] = (net[0].running_mean.tolist(), net[0].running_var.tolist(), int(net[0].num_batches_tracked))
+    cfg = compose_as_hydra([*TINY, "train=accuracy", "model.num_classes=10"])
+    module = AccuracyModule(cfg.model, cfg.optim, cfg.train, global_batch=2 * world, steps_per_epoch=1, fused=False)
+    norms = [m for m in module.net.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    seen = []
+    for hook, mean in ((module.on_validation_epoch_start, rank + 1.0), (module.on_train_epoch_end, 3.0 * rank)):
+        for bn in norms:
+            bn.running_mean.fill_(mean)
+            bn.running_var.fill_(4.0 * rank)
+            bn.num_batches_tracked.fill_(10 + rank)
+        hook()
+        seen.append(({bn.running_mean.unique().item() for bn in norms}, {bn.running_var.unique().item() for bn in norms},
+                     {int(bn.num_batches_tracked) for bn in norms}))
+    out[rank] = seen
     torch.distributed.destroy_process_group()
 
 
 @pytest.mark.slow
-def test_two_ranks_evaluate_the_mean_of_their_batch_norm_statistics(tmp_path):
+def test_two_ranks_validate_and_checkpoint_the_mean_of_their_batch_norm_statistics(tmp_path):
     """Without DDP's buffer broadcast (dist.broadcast_buffers=false) each rank's running statistics are
-    its own; before a validation every rank takes their mean, as two gloo ranks show."""
+    its own; before a validation and at an epoch's end (before the checkpoint) every rank takes their mean,
+    as two gloo ranks show. The step count is no statistic: each rank keeps its own."""
     ctx = torch.multiprocessing.get_context("spawn")
     out = ctx.Manager().dict()
     init = f"file://{tmp_path / 'rendezvous'}"
@@ -81,7 +96,8 @@ def test_two_ranks_evaluate_the_mean_of_their_batch_norm_statistics(tmp_path):
     for p in procs:
         p.join()
     assert [p.exitcode for p in procs] == [0, 0]
-    assert out[0] == out[1] == ([1.5, 1.5], [2.0, 2.0], 0)  # the step count is no statistic: left alone
+    for rank in range(2):
+        assert out[rank] == [({1.5}, {2.0}, {10 + rank}), ({1.5}, {2.0}, {10 + rank})]
 
 
 @pytest.mark.slow
