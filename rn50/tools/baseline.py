@@ -18,6 +18,7 @@ loop, or with --decode-only the pipeline alone, with no training.
 
 import argparse
 import contextlib
+import gc
 import json
 import math
 import os
@@ -190,10 +191,16 @@ def main(argv=None) -> dict:
     result.update(profile)
     if int(os.environ.get("RANK", 0)) == 0:
         print(json.dumps(result))
+    trained = train is not None
     if world > 1:
+        # DDP holds the process group: let go of the step first, or the group outlives
+        # destroy_process_group and gloo's threads are torn down at interpreter exit, which aborted
+        # ranks now and then on a loaded 2-core machine (std::terminate).
+        del step, train, timer, at_edge
+        gc.collect()
         torch.distributed.destroy_process_group()
     on_stream.close()
-    if train and not math.isfinite(edge_losses[-1]):
+    if trained and not math.isfinite(edge_losses[-1]):
         p.exit(1, f"{p.prog}: error: training diverged: loss {edge_losses[-1]} at the last window's end; "
                   "its images/sec is no training figure\n")
     if result.get("skipped_steps_window") == args.steps * args.repeats:
