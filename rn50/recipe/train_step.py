@@ -62,9 +62,9 @@ class TrainStep:
 
 def buffer_sync(every_forward: bool) -> dict:
     """DDP's keyword for whether it copies rank 0's buffers to every rank at each forward (rn50's
-    dist.broadcast_buffers): forward_sync_buffers where torch has it (2.13 on deprecate broadcast_buffers
-    for it), else broadcast_buffers. Off, the first still copies them once when DDP is built, the second not:
-    batch norm's start from the same values on every rank either way."""
+    dist.broadcast_buffers): forward_sync_buffers where torch has it (torch 2.13 and later deprecate
+    broadcast_buffers for it), else broadcast_buffers. Off, the first still copies them once when DDP is
+    built, the second not: batch norm's start from the same values on every rank either way."""
     keys = inspect.signature(torch.nn.parallel.DistributedDataParallel.__init__).parameters
     return {"forward_sync_buffers" if "forward_sync_buffers" in keys else "broadcast_buffers": every_forward}
 

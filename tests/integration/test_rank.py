@@ -42,7 +42,7 @@ def test_ddp_broadcasts_buffers_only_when_asked(compose_cfg, tmp_path, one_rank_
     timer = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu", cfg.data.batch_size)
     trainer = build_trainer(cfg, "cpu", [timer], timer.timer.total_steps, tmp_path, Options.of(cfg))
     with warnings.catch_warnings():
-        # torch 2.13 on deprecate broadcast_buffers (FutureWarning) for forward_sync_buffers: rn50 passes
+        # torch 2.13 and later deprecate broadcast_buffers (FutureWarning) for forward_sync_buffers: rn50 passes
         # the keyword the installed torch takes.
         warnings.simplefilter("error", FutureWarning)
         ddp = trainer.strategy._setup_model(nn.BatchNorm1d(2))
