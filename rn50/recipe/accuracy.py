@@ -32,10 +32,15 @@ def count_correct(logits: torch.Tensor, labels: torch.Tensor, ks: Sequence[int] 
     return torch.stack([*counts, torch.tensor(labels.numel(), device=logits.device)]).to(torch.float64)
 
 
+def _in_group() -> bool:
+    """Whether this process is one rank of torch's default process group (else the reductions are no-ops)."""
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
 def reduce_counts(counts: torch.Tensor) -> torch.Tensor:
     """The counts summed over every rank (a no-op in a single process). float64 sums integers
     exactly up to 2^53 images, and gloo and NCCL both reduce it."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
+    if _in_group():
         counts = counts.clone()
         torch.distributed.all_reduce(counts, op=torch.distributed.ReduceOp.SUM)
     return counts
@@ -55,7 +60,7 @@ def average_running_stats(net: nn.Module) -> None:
     every rank (a no-op in a single process): one all-reduce. Without DDP's buffer broadcast
     (dist.broadcast_buffers=false) each rank keeps the statistics of its own batches; with it they
     differ only by each rank's last step."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+    if not _in_group():
         return
     stats = [b for b in net.buffers() if b.is_floating_point()]
     if not stats:

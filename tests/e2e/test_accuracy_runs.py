@@ -21,6 +21,21 @@ from rn50.results.collect import collect
 from rn50 import tracking
 
 
+def _two_gloo_ranks(tmp_path, target, *args) -> dict:
+    """target(rank, 2, init, *args, out) in two spawned processes that join one gloo group through a file
+    in tmp_path; both must exit 0. What each put in out[rank]."""
+    ctx = torch.multiprocessing.get_context("spawn")
+    out = ctx.Manager().dict()
+    init = f"file://{tmp_path / 'rendezvous'}"
+    procs = [ctx.Process(target=target, args=(r, 2, init, *args, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert [p.exitcode for p in procs] == [0, 0]
+    return dict(out)
+
+
 def _evaluate_shard(rank: int, world: int, init: str, logits, labels, out):
     torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     mine = accuracy.shard(len(labels), rank, world)
@@ -44,15 +59,7 @@ def test_two_ranks_count_every_image_once(tmp_path):
             logits[i, label] = 100.0
         elif i == 5:
             logits[i, label] = 5.5  # between classes 6 and 5: ranked 3rd
-    ctx = torch.multiprocessing.get_context("spawn")
-    out = ctx.Manager().dict()
-    init = f"file://{tmp_path / 'rendezvous'}"
-    procs = [ctx.Process(target=_evaluate_shard, args=(r, 2, init, logits, labels, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    assert [p.exitcode for p in procs] == [0, 0]
+    out = _two_gloo_ranks(tmp_path, _evaluate_shard, logits, labels)
     assert sorted(out[0][0] + out[1][0]) == list(range(7))
     expected = {"top1": 3 / 7, "top5": 4 / 7, "images": 7}
     assert out[0][1] == out[1][1] == expected
@@ -87,15 +94,7 @@ def test_two_ranks_validate_and_checkpoint_the_mean_of_their_batch_norm_statisti
     """Without DDP's buffer broadcast (dist.broadcast_buffers=false) each rank's running statistics are
     its own; before a validation and at an epoch's end (before the checkpoint) every rank takes their mean,
     as two gloo ranks show. The step count is no statistic: each rank keeps its own."""
-    ctx = torch.multiprocessing.get_context("spawn")
-    out = ctx.Manager().dict()
-    init = f"file://{tmp_path / 'rendezvous'}"
-    procs = [ctx.Process(target=_average_stats, args=(r, 2, init, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    assert [p.exitcode for p in procs] == [0, 0]
+    out = _two_gloo_ranks(tmp_path, _average_stats)
     for rank in range(2):
         assert out[rank] == [({1.5}, {2.0}, {10 + rank}), ({1.5}, {2.0}, {10 + rank})]
 
