@@ -83,13 +83,20 @@ def outcome(job, cfg: DictConfig, run_id: str, check: Callable[[Any], Any] = lam
     wait(job)
     try:
         if not job.done():
-            raise RuntimeError(f"it left no result ({(queue_state(job.job_id) or 'unknown').lower()})")
+            raise NoResult(f"ended with no result (squeue: {queue_state(job.job_id) or 'no answer'})")
         result = job.results()[0]
         check(result)
         return True, result
     except Exception as exc:  # submitit raises for a failed or killed job
-        close_run(cfg, run_id, f"SLURM job {job.job_id} ended: {last_line(job, exc)}")
+        # A job with no result says how SLURM ended it: its log's last line may be an earlier start's.
+        how = str(exc) if isinstance(exc, NoResult) else "ended"
+        close_run(cfg, run_id, f"SLURM job {job.job_id} {how}: {last_line(job, exc)}")
         return False, None
+
+
+class NoResult(RuntimeError):
+    """The job has ended, as squeue says, and no task wrote a result: SLURM stopped it, or a
+    requeued job's next start failed before Python ran."""
 
 
 # What squeue says of a job that will not run again (a requeued or preempted one will).

@@ -14,6 +14,7 @@ import torch
 from helpers import ROOT
 from helpers.cli import rn50
 from helpers.digits import DIGITS_RUN, EPOCHS, write_digits
+from helpers.slurm_cluster import start_held, wait_until_held
 from helpers.store import empty_store_in, runs_in
 from rn50.recipe import accuracy
 from rn50.results import report
@@ -187,14 +188,12 @@ def test_slurm_requeues_a_signalled_job_into_the_same_run(slurm_cluster, tmp_pat
     (job,) = subprocess.run(["squeue", "--noheader", "--format=%i"], env=env, capture_output=True,
                             text=True).stdout.split()
     subprocess.run(["scancel", "--signal=USR1", job], env=env, check=True)
-    # slurmctld holds a requeued job for minutes (its BeginTime); let it start again at once.
-    while proc.poll() is None:
-        state = subprocess.run(["squeue", "--noheader", "--format=%T %r", f"--jobs={job}"], env=env,
-                               capture_output=True, text=True).stdout
-        if "BeginTime" in state:
-            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, check=True)
-            break
-        time.sleep(0.5)
+
+    def running():
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+
+    wait_until_held(slurm_cluster, job, running)  # SLURM would hold it for minutes: start it sooner
+    start_held(slurm_cluster, job)
     output = proc.communicate()[0]
     assert proc.returncode == 0, output[-3000:]
     (run,) = runs_in(tmp_path)

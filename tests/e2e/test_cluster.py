@@ -2,6 +2,7 @@
 cluster=slurm and cluster=torchrun would start. Runs across two hosts: tests/e2e/test_multi_node.py."""
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -173,7 +174,8 @@ def test_a_job_that_dies_without_a_result_is_seen_to_end(slurm_cluster, compose_
     assert seen == [(False, None)]
     run = tracking.client.MlflowClient(cfg.mlflow.tracking_uri).get_run(run_id)
     assert run.info.status == "FAILED" and run.data.tags["failure"] == "slurm"
-    assert f"SLURM job {job.job_id} ended: " in run.data.tags["error"]
+    said = re.search(rf"SLURM job {job.job_id} ended with no result \(squeue: (\w+)\): ", run.data.tags["error"])
+    assert said and said.group(1) in slurm_jobs.ENDED | {"GONE"}, run.data.tags["error"]
 
 
 def test_a_command_in_an_sbatch_script_submits_a_job_of_its_own(slurm_cluster, tmp_path):

@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from helpers import ROOT, TINY, netns
 from helpers.digits import DIGITS_RUN, write_digits
+from helpers.slurm_cluster import start_held, wait_until_held
 from helpers.store import empty_store_in, runs_in
 
 pytestmark = pytest.mark.slow  # SLURM daemons, an MLflow server, torchrun: real processes on two hosts
@@ -155,16 +156,13 @@ def test_a_requeued_training_job_resumes_into_the_same_run(slurm_two_nodes, tmp_
         time.sleep(0.2)
     job = job_of(slurm_two_nodes, 2, out / ".submitit")
     subprocess.run(slurm_two_nodes.login([*REQUEUE.split(), job]), env=slurm_two_nodes.env, check=True)
-    while True:  # slurmctld holds a requeued job for a while (its BeginTime): let it start again now
-        state = subprocess.run(slurm_two_nodes.login(["squeue", "--noheader", "--format=%T %r", f"--jobs={job}"]),
-                               env=slurm_two_nodes.env, capture_output=True, text=True).stdout
-        if "BeginTime" in state:
-            break
+
+    def running():
         assert proc.poll() is None, proc.communicate()[1][-3000:]
-        time.sleep(0.2)
+
+    wait_until_held(slurm_two_nodes, job, running)
     assert len((out / "epochs.jsonl").read_text().splitlines()) == 1  # stopped in epoch 2
-    subprocess.run(slurm_two_nodes.login(["scontrol", "update", f"JobId={job}", "StartTime=now"]),
-                   env=slurm_two_nodes.env, check=True)
+    start_held(slurm_two_nodes, job)
     _, stderr = proc.communicate()
     assert proc.returncode == 0, stderr[-3000:]
 
