@@ -36,18 +36,15 @@ log = logging.getLogger("rn50")
 SRUN_TASK_ERROR = re.compile(r"^srun: error: (\S+): tasks? ([\d,-]+): (?!Exited with exit code)(.+)$", re.M)
 
 
-def last_line(job, exc: Exception) -> str:
-    return why_ended(job.stderr() or "", exc)
-
-
-def why_ended(text: str, exc: Exception) -> str:
+def why_ended(text: str, otherwise: str) -> str:
     """Why a job ended, in one line, from its log: srun's word on the first task a signal ended
-    (a rank is a task, so it names the rank and its node), else the log's last line."""
+    (a rank is a task, so it names the rank and its node), else the log's last line, else
+    `otherwise` (an empty log)."""
     first = SRUN_TASK_ERROR.search(text)
     if first:
         node, tasks, why = first.groups()
         return f"rank {tasks} on {node}: {why.strip()}"[:300]
-    lines = [line for line in text.splitlines() if line.strip()] or str(exc).splitlines() or ["?"]
+    lines = [line for line in text.splitlines() if line.strip()] or otherwise.splitlines() or ["?"]
     return lines[-1].strip()[:300]
 
 
@@ -80,23 +77,24 @@ def outcome(job, cfg: DictConfig, run_id: str, check: Callable[[Any], Any] = lam
     """(True, rank 0's result) once the job has ended well; (False, None) for a job that failed
     (or whose result `check` raises for) or that SLURM ended, whose run is closed by its id if its
     rank 0 could not."""
-    wait(job)
+    end = wait(job)
     try:
         if not job.done():
-            raise NoResult(f"ended with no result (squeue: {queue_state(job.job_id) or 'no answer'})")
+            raise NoResult(f"ended with no result (squeue: {end or 'no answer'})")
         result = job.results()[0]
         check(result)
         return True, result
     except Exception as exc:  # submitit raises for a failed or killed job
-        # A job with no result says how SLURM ended it: its log's last line may be an earlier start's.
-        how = str(exc) if isinstance(exc, NoResult) else "ended"
-        close_run(cfg, run_id, f"SLURM job {job.job_id} {how}: {last_line(job, exc)}")
+        # With no result, squeue's state says how SLURM ended the job: the log's last line may be
+        # an earlier start's (a requeued job whose next start failed before Python ran).
+        how, otherwise = (str(exc), "its log is empty") if isinstance(exc, NoResult) else ("ended", str(exc))
+        close_run(cfg, run_id, f"SLURM job {job.job_id} {how}: {why_ended(job.stderr() or '', otherwise)}")
         return False, None
 
 
 class NoResult(RuntimeError):
-    """The job has ended, as squeue says, and no task wrote a result: SLURM stopped it, or a
-    requeued job's next start failed before Python ran."""
+    """The wait for the job is over (squeue said it ended, or answered nothing for long) and no
+    task wrote a result."""
 
 
 # What squeue says of a job that will not run again (a requeued or preempted one will).
@@ -117,12 +115,13 @@ def queue_state(job_id: str) -> Optional[str]:
 
 
 def wait(job, poll_s: float = 2.0, squeue_every_s: float = 15.0, grace_s: float = 20.0,
-         unknown_s: float = 300.0) -> None:
+         unknown_s: float = 300.0) -> Optional[str]:
     """Until every task has written its result, or the job has ended without: submitit asks sacct,
     which clusters without accounting cannot answer, so squeue is asked too, every squeue_every_s.
     A task that srun stopped after another task's failure writes no result. When neither can say
-    for unknown_s, the wait ends rather than hangs."""
-    ended_at, asked, known_at = None, -squeue_every_s, time.monotonic()
+    for unknown_s, the wait ends rather than hangs. Returns the end squeue gave (FAILED, say;
+    GONE where it had forgotten the job before it said how it ended), or None."""
+    ended_at, asked, known_at, end = None, -squeue_every_s, time.monotonic(), None
     while not job.done():
         now = time.monotonic()
         # Past the grace after an end (result files on a slow file system), squeue is asked once more before
@@ -132,12 +131,15 @@ def wait(job, poll_s: float = 2.0, squeue_every_s: float = 15.0, grace_s: float 
             asked, state = now, queue_state(job.job_id)
             if state is not None:  # a requeued job is PENDING again: it has not ended
                 known_at, ended_at = now, (ended_at or now) if state in ENDED | {"GONE"} else None
+                # The first word on an end is kept: squeue forgets the job MinJobAge after it.
+                end = (state if end in (None, "GONE") else end) if ended_at is not None else None
                 if past_grace and ended_at is not None:
-                    return
+                    return end
             elif now - known_at > unknown_s:
                 log.warning("SLURM job %s: neither sacct nor squeue has answered for %d s", job.job_id, unknown_s)
-                return
+                return end
         time.sleep(poll_s)
+    return end
 
 
 def not_submitted(exc: BaseException, runs: Sequence[Tuple[DictConfig, str]]) -> None:

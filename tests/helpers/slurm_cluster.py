@@ -70,12 +70,15 @@ def wait_until_held(cluster: SlurmCluster, job: str, running: Callable[[], None]
 
 
 def start_held(cluster: SlurmCluster, job: str) -> None:
-    """Start a requeued job that SLURM holds (wait_until_held) in 2 s, not after the minutes of its
-    hold. Not at once: a node refuses a start whose credential is dated (in whole seconds) no later
-    than the stop of the job's last start ("Job credential revoked" in slurmctld's log), and the
-    job ends FAILED. A start in that second failed the requeue test so, here under load; CI's one
-    failure of that test looked the same."""
-    subprocess.run(cluster.login(["scontrol", "update", f"JobId={job}", "StartTime=now+2"]),
+    """Start a requeued job that SLURM holds (wait_until_held) now, not after the minutes of its
+    hold, but in a later second than the one in which it was seen held. A node refuses a start whose
+    credential is dated (in whole seconds) no later than the stop of the job's last start ("Job
+    credential revoked" in slurmctld's log), and the job ends FAILED; that stop came before the hold.
+    A start in the same second failed the USR1 requeue test so, in 1 of 9 runs here under load; CI's
+    one failure of that test was consistent with it. (StartTime=now+2 would wait for SLURM's next
+    scheduling pass, up to 30 s on.)"""
+    time.sleep(1.05 - time.time() % 1.0)  # slurmctld runs on this host's clock
+    subprocess.run(cluster.login(["scontrol", "update", f"JobId={job}", "StartTime=now"]),
                    env=cluster.env, check=True)
 
 

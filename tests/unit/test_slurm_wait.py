@@ -25,15 +25,23 @@ def test_a_job_requeued_while_it_seemed_to_end_is_waited_for(monkeypatch):
     # CANCELLED as SLURM requeues it (its step cancelled), then PENDING, waiting to start again
     answers(monkeypatch, "CANCELLED", "PENDING")
     job = Job(turns=50)
-    slurm_jobs.wait(job, poll_s=0.0, squeue_every_s=1e9, grace_s=0.0)
+    assert slurm_jobs.wait(job, poll_s=0.0, squeue_every_s=1e9, grace_s=0.0) is None  # no end: it ran again
     assert job.looked == 51  # it waited until the tasks' results were written
 
 
 def test_a_job_that_ended_without_results_ends_the_wait(monkeypatch):
     answers(monkeypatch, "FAILED")
     job = Job(turns=10**9)
-    slurm_jobs.wait(job, poll_s=0.0, squeue_every_s=1e9, grace_s=0.0)
+    assert slurm_jobs.wait(job, poll_s=0.0, squeue_every_s=1e9, grace_s=0.0) == "FAILED"
     assert job.looked < 10  # after the grace, not never
+
+
+def test_the_wait_gives_how_the_job_ended_after_squeue_has_forgotten_it(monkeypatch):
+    # MinJobAge ends squeue's memory of the job during the grace: its end was FAILED, not GONE
+    answers(monkeypatch, "FAILED", "GONE")
+    assert slurm_jobs.wait(Job(turns=10**9), poll_s=0.0, squeue_every_s=1e9, grace_s=0.0) == "FAILED"
+    answers(monkeypatch, "GONE")  # forgotten before it said
+    assert slurm_jobs.wait(Job(turns=10**9), poll_s=0.0, squeue_every_s=1e9, grace_s=0.0) == "GONE"
 
 
 def test_squeue_that_cannot_say_is_asked_again_not_taken_for_an_end(monkeypatch):
