@@ -23,12 +23,12 @@ from rn50 import tracking
 
 
 def _two_gloo_ranks(tmp_path, target, *args) -> dict:
-    """target(rank, 2, init, *args, out) in two spawned processes that join one gloo group through a file
-    in tmp_path; both must exit 0. What each put in out[rank]."""
+    """target(rank, 2, *args) in two spawned processes, each a rank of one gloo group that they join through
+    a file in tmp_path; both must exit 0. What each returned, by rank."""
     ctx = torch.multiprocessing.get_context("spawn")
     out = ctx.Manager().dict()
     init = f"file://{tmp_path / 'rendezvous'}"
-    procs = [ctx.Process(target=target, args=(r, 2, init, *args, out)) for r in range(2)]
+    procs = [ctx.Process(target=_as_gloo_rank, args=(target, r, 2, init, args, out)) for r in range(2)]
     for p in procs:
         p.start()
     for p in procs:
@@ -37,15 +37,19 @@ def _two_gloo_ranks(tmp_path, target, *args) -> dict:
     return dict(out)
 
 
-def _evaluate_shard(rank: int, world: int, init: str, logits, labels, out):
+def _as_gloo_rank(target, rank: int, world: int, init: str, args, out):
     torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    out[rank] = target(rank, world, *args)
+    torch.distributed.destroy_process_group()
+
+
+def _evaluate_shard(rank: int, world: int, logits, labels):
     mine = accuracy.shard(len(labels), rank, world)
     counts = torch.zeros(3, dtype=torch.float64)
     for start in range(0, len(mine), 2):  # batches of 2, the last one short
         batch = mine[start:start + 2]
         counts += accuracy.count_correct(logits[batch], labels[batch])
-    out[rank] = (mine, accuracy.fractions(accuracy.reduce_counts(counts)))
-    torch.distributed.destroy_process_group()
+    return mine, accuracy.fractions(accuracy.reduce_counts(counts))
 
 
 @pytest.mark.slow
@@ -66,14 +70,13 @@ def test_two_ranks_count_every_image_once(tmp_path):
     assert out[0][1] == out[1][1] == expected
 
 
-def _average_stats(rank: int, world: int, init: str, out):
+def _average_stats(rank: int, world: int):
     """A real AccuracyModule (resnet18) on one of `world` gloo ranks: its batch-norm statistics set as if the
     rank had trained on its own batches, then its validation's and its epoch end's hooks."""
     from helpers import TINY
     from helpers.compose import compose_as_hydra
     from rn50.recipe.accuracy_module import AccuracyModule
 
-    torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     cfg = compose_as_hydra([*TINY, "train=accuracy", "model.num_classes=10"])
     module = AccuracyModule(cfg.model, cfg.optim, cfg.train, global_batch=2 * world, steps_per_epoch=1, fused=False)
     norms = [m for m in module.net.modules() if isinstance(m, torch.nn.BatchNorm2d)]
@@ -86,8 +89,7 @@ def _average_stats(rank: int, world: int, init: str, out):
         hook()
         seen.append(({bn.running_mean.unique().item() for bn in norms}, {bn.running_var.unique().item() for bn in norms},
                      {int(bn.num_batches_tracked) for bn in norms}))
-    out[rank] = seen
-    torch.distributed.destroy_process_group()
+    return seen
 
 
 @pytest.mark.slow
