@@ -7,7 +7,9 @@
 #   WHAT bare: torchrun --nproc-per-node GPUS -m rn50.baseline; rn50: python -m rn50 dist=1nGPUSg;
 #        sweep: python -m rn50 --multirun dist=1nGPUSg with OVERRIDES swept (a|b sweeps a,b);
 #        tr: torchrun --standalone -m rn50 cluster=torchrun; envbare: the bare loop's processes started as rn50's
-#        pool starts ranks (no torchrun); NxM: N torchrun "nodes" of M GPUs each (cluster=torchrun), as on N hosts
+#        pool starts ranks (no torchrun); NxM: N torchrun "nodes" of M GPUs each (cluster=torchrun), as on N hosts;
+#        bareNxM: the bare loop as the same N torchrun "nodes", the NxM case's reference (NCCL builds its rings
+#        and trees across nodes otherwise than on one)
 #   OVERRIDES: rn50 keys, comma-separated (bare takes them as its flags: precision=bf16 -> --precision bf16,
 #              batch_size=512 -> --batch-size 512, compile=true -> --compile);
 #              an upper-case NAME=VALUE among them is an environment variable of the case's processes
@@ -91,6 +93,18 @@ for case in "$@"; do
       done
       wait
       tail -n 1 "$work/$name-0.out" > "$out/$name.json"
+      ;;
+    bare[0-9]x[0-9])  # the bare loop as NODES torchrun "nodes" of PER_NODE GPUs on this host, as NxM runs rn50
+      shape=${what#bare}; nodes=${shape%x*}; per=${shape#*x}; port=$((29400 + RANDOM % 1000)); flags=(--repeats "$repeats")
+      bare_flags
+      for node in $(seq 0 $((nodes - 1))); do
+        env "${envs[@]}" CUDA_VISIBLE_DEVICES="$(seq -s, $((node * per)) $((node * per + per - 1)))" timeout "$left" \
+          python3 -m torch.distributed.run --nnodes="$nodes" --nproc-per-node="$per" --rdzv-backend=c10d \
+          --rdzv-endpoint=127.0.0.1:$port --rdzv-id="$name" -m rn50.baseline "${flags[@]}" \
+          > "$work/$name-node$node.out" 2> "$out/$name-node$node.log" &
+      done
+      wait
+      cat "$work/$name"-node*.out | grep '^{' | tail -n 1 > "$out/$name.json"  # rank 0's line, whichever node had it
       ;;
     [0-9]x[0-9])  # NODESxPER_NODE torchrun "nodes" on this host, each seeing its own GPUs, as on several hosts
       nodes=${what%x*}; per=${what#*x}; port=$((29400 + RANDOM % 1000))

@@ -1,9 +1,11 @@
 """The table of benchmarks/scripts/ddp_gpu.sh: every case's images/sec, its proof that it trained, its
-communication, rn50 / bare where the same transport, GPU count and settings have both, an rn50 case's
-scaling against the 1-GPU rn50 case of the same transport and settings (images/sec / (GPUs x the 1-GPU
-figure)), and an rn50 run's seconds from its start to its first measured step (time/startup_s +
-time/warmup_s: issue 42's 60 s for a second compiled run). Several OUTDIRs make one table, as when a
-case's reference ran in another call on the same machine.
+communication (each run's all-reduce of its gradients timed alone after its windows, rn50's or the bare
+loop's: where two runs' differ, the network moved between them), rn50 / bare where the same transport,
+GPU count and settings have both (for rn50 as torchrun "nodes", NxM, the bare loop as the same nodes, bareNxM,
+where the call ran it), an rn50 case's scaling against the 1-GPU rn50 case of the same
+transport and settings (images/sec / (GPUs x the 1-GPU figure)), and an rn50 run's seconds from its start
+to its first measured step (time/startup_s + time/warmup_s: issue 42's 60 s for a second compiled run).
+Several OUTDIRs make one table, as when a case's reference ran in another call on the same machine.
 
     python benchmarks/scripts/ddp_table.py OUTDIR [OUTDIR...]
 """
@@ -22,8 +24,9 @@ def row(path: Path) -> dict:
     if "baseline" in d:
         return dict(common, ips=d["images_per_sec"], first=d.get("loss_first"), last=d.get("loss_last"),
                     skipped=d.get("skipped_steps_window"), comm=d.get("profile/comm_ms_per_step"),
-                    exposed=d.get("profile/comm_exposed_ms_per_step"), allreduce=None, busbw=None,
-                    lead=d.get("host/lead_median_ms"), bound=d.get("host/bound_steps_pct"), gc=None, transport=None)
+                    exposed=d.get("profile/comm_exposed_ms_per_step"), allreduce=d.get("comm/allreduce_ms"),
+                    busbw=d.get("comm/busbw_GBps"), lead=d.get("host/lead_median_ms"),
+                    bound=d.get("host/bound_steps_pct"), gc=None, transport=d.get("transport"))
     return dict(common, ips=d.get("throughput/images_per_sec"), first=d.get("train/loss_first"),
                 last=d.get("train/loss_last"), skipped=d.get("train/skipped_steps_window"),
                 comm=d.get("profile/comm_ms_per_step"), exposed=d.get("profile/comm_exposed_ms_per_step"),
@@ -61,6 +64,13 @@ def scaling(r: dict, one_gpu: dict):
     return r["ips"] / (r["gpus"] * base) if r["what"] == "rn50" and r["gpus"] > 1 and r["ips"] and base else None
 
 
+def shape(what: str):
+    """The torchrun "nodes" a case ran as, "2x2" for 2x2 and bare2x2; None for one node. An NxM rn50 case is
+    set against the bare loop of its own shape where the call ran one, else against the bare loop on one node."""
+    found = re.fullmatch(r"(?:bare)?(\d+x\d+)", what)
+    return found.group(1) if found else None
+
+
 def main(outs: list) -> None:
     """With several OUTDIRs each case is named OUTDIR/CASE, and where a reference (a bare case, a 1-GPU
     rn50 case) is in more than one, the last OUTDIR's is used."""
@@ -69,14 +79,15 @@ def main(outs: list) -> None:
     if len(outs) > 1:
         for r, p in zip(rows, paths):
             r["case"] = f"{p.parent.name}/{r['case']}"
-    bare = {r["key"]: r["ips"] for r in rows if r["what"] == "bare" and r["ips"]}
+    bare = {(r["key"], shape(r["what"])): r["ips"] for r in rows if r["what"].startswith("bare") and r["ips"]}
     one_gpu = {settings(r["key"]): r["ips"] for r in rows if r["what"] == "rn50" and r["gpus"] == 1 and r["ips"]}
     print("| case | images/sec | rn50 / bare | x GPUs x 1 GPU | loss first -> last | skipped in window | comm ms/step "
           "| exposed ms/step | all-reduce ms | busbw GB/s | host lead ms | host-bound steps % | gc ms "
           "| start to first measured s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        ratio = r["ips"] / bare[r["key"]] if r["what"] != "bare" and r["ips"] and r["key"] in bare else None
+        ref = None if r["what"].startswith("bare") else bare.get((r["key"], shape(r["what"])), bare.get((r["key"], None)))
+        ratio = r["ips"] / ref if r["ips"] and ref else None
         print(f"| {r['case']} | {fmt(r['ips'])} | {fmt(ratio, '.4f')} | {fmt(scaling(r, one_gpu), '.4f')} | "
               f"{fmt(r['first'], '.3g')} -> {fmt(r['last'], '.3g')} | {fmt(r['skipped'], '.0f')} | "
               f"{fmt(r['comm'], '.2f')} | {fmt(r['exposed'], '.2f')} | {fmt(r['allreduce'], '.2f')} | "

@@ -35,8 +35,8 @@ from rn50.config.messages import one_line
 from rn50.config.reads import decided
 from rn50.config.schema import CompileDDP, CompileMode
 from rn50.launcher.launch import num_classes
-from rn50.measure import nvml, settings
-from rn50.measure.device import DeviceClock, handle_for_cuda_device
+from rn50.measure import comm, nvml, settings
+from rn50.measure.device import DeviceClock, allreduce_ms, gradient_bytes, handle_for_cuda_device
 from rn50.measure.timing import WindowTimer, host_lead
 from rn50.options.components import Options
 from rn50.point.validate import validate
@@ -78,6 +78,9 @@ def main(argv=None) -> dict:
                    help="capture the whole step (forward, backward, optimizer) in one CUDA graph and replay it")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     p.add_argument("--loss-scale", type=float, default=1024.0)
+    p.add_argument("--comm-iters", type=int, default=20, metavar="N",
+                   help="under torchrun: after the windows, time N all-reduces of the gradients' size as rn50's "
+                        "ranks do (comm/allreduce_ms, comm/busbw_GBps, transport: rn50's bench.comm_iters); 0: none")
     p.add_argument("--data-root", help="train on ROOT/train's JPEGs through rn50's DALI pipeline (data=dali)")
     p.add_argument("--decode-only", action="store_true",
                    help="with --data-root: take batches from the pipeline and train nothing, to measure it alone")
@@ -95,6 +98,8 @@ def main(argv=None) -> dict:
         p.error("--autotune-pointwise and --autotune-coordinate-descent tune torch.compile's kernels: add --compile")
     if args.compile_ddp != CompileDDP.ddp_optimizer.value and not args.compile:
         p.error(f"--compile-ddp {args.compile_ddp} sets how torch.compile splits the graph for DDP: add --compile")
+    if args.comm_iters < 0:
+        p.error("--comm-iters must be 0 (time no all-reduce) or more (nccl-tests times 20)")
     if args.warmup_steps < 1:
         p.error("--warmup-steps must be 1 or more: the window's first edge follows a step, whose loss it reads")
     if args.data_root is not None and args.cuda_graph:
@@ -120,6 +125,7 @@ def main(argv=None) -> dict:
         # rn50's ranks train on this stream from their first device work: data.dali.training_stream.
         on_stream.enter_context(pipeline.training_stream(cfg))
     if world > 1:
+        comm.log_transports()  # as rn50's ranks do, before NCCL starts: its log names the transport
         torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
     set_math_mode(args.precision != "fp32")
     torch.backends.cudnn.benchmark = True
@@ -179,6 +185,7 @@ def main(argv=None) -> dict:
         loss = step()
         timer.step_end()
     profile = profiled(step, args, device) if args.profile_dir else {}
+    profile.update(communication(train, args, device, world))
     images = args.batch_size * world * args.steps * args.repeats
     measured = all(j == j for j in joules)  # NaN where a GPU has no energy counter
     result = {"baseline": "bare_pytorch", **vars(args), "world_size": world,
@@ -207,6 +214,25 @@ def main(argv=None) -> dict:
         p.exit(1, f"{p.prog}: error: training stalled: the loss scaler skipped all {args.steps * args.repeats} "
                   "measured steps; its images/sec is no training figure (lower --loss-scale)\n")
     return result
+
+
+def communication(train, args, device: torch.device, world: int) -> dict:
+    """Under torchrun, after the windows: one all-reduce of the gradients' size timed alone, as rn50's ranks
+    time theirs (rn50/measure/comm.py), the slowest rank's, and the transport NCCL chose. Beside rn50's
+    figure it tells a slower network from a slower step: over sockets the network's speed moves between
+    runs (docs/benchmarks.md, nineteenth session)."""
+    if world < 2 or args.comm_iters < 1 or train is None:
+        return {}
+    nbytes = gradient_bytes(train.net)
+    ms = torch.tensor([allreduce_ms(nbytes, device, args.comm_iters)], dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(ms, op=torch.distributed.ReduceOp.MAX)
+    if device.type == "cuda":
+        handle = nvml_handle(device)
+        transport = comm.transports(nvml.has_nvlink(handle) if handle else None)
+    else:
+        transport = torch.distributed.get_backend()
+    return {"comm/allreduce_ms": ms.item(), "comm/busbw_GBps": comm.bus_bandwidth_GBps(nbytes, ms.item(), world),
+            "comm/gradient_MB": nbytes / 1e6, "transport": transport}
 
 
 def profiled(step, args, device) -> dict:
@@ -274,13 +300,17 @@ def dali_batches(cfg, pipeline, device: torch.device, rank: int, world: int) -> 
 
 def energy_counter(device: torch.device) -> Callable[[], Optional[float]]:
     """Reads this GPU's NVML energy counter in millijoules; None on CPUs and GPUs without one."""
-    if device.type != "cuda":
-        return lambda: None
+    handle = nvml_handle(device) if device.type == "cuda" else None
+    return (lambda: nvml.energy_mj(handle)) if handle else (lambda: None)
+
+
+def nvml_handle(device: torch.device):
+    """This GPU's NVML handle; None without NVML's library or driver (no energy or NVLink figure then,
+    the timing still stands)."""
     try:
-        handle = handle_for_cuda_device(device.index)
-    except Exception:  # no NVML library or driver: no energy figure, the timing still stands
-        return lambda: None
-    return lambda: nvml.energy_mj(handle)
+        return handle_for_cuda_device(device.index)
+    except Exception:
+        return None
 
 
 def capture(step, device):
