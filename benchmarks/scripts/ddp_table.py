@@ -66,7 +66,8 @@ def scaling(r: dict, one_gpu: dict):
 
 def shape(what: str):
     """The torchrun "nodes" a case ran as, "2x2" for 2x2 and bare2x2; None for one node. An NxM rn50 case is
-    set against the bare loop of its own shape where the call ran one, else against the bare loop on one node."""
+    set against the bare loop of its own shape where the call ran one, else against the bare loop on one node,
+    and its ratio then says "(bare on 1 node)"."""
     found = re.fullmatch(r"(?:bare)?(\d+x\d+)", what)
     return found.group(1) if found else None
 
@@ -86,9 +87,11 @@ def main(outs: list) -> None:
           "| start to first measured s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        ref = None if r["what"].startswith("bare") else bare.get((r["key"], shape(r["what"])), bare.get((r["key"], None)))
-        ratio = r["ips"] / ref if r["ips"] and ref else None
-        print(f"| {r['case']} | {fmt(r['ips'])} | {fmt(ratio, '.4f')} | {fmt(scaling(r, one_gpu), '.4f')} | "
+        own = None if r["what"].startswith("bare") else bare.get((r["key"], shape(r["what"])))
+        one_node = None if r["what"].startswith("bare") or not shape(r["what"]) else bare.get((r["key"], None))
+        ref = own or one_node
+        ratio = fmt(r["ips"] / ref, ".4f") + ("" if own else " (bare on 1 node)") if r["ips"] and ref else "-"
+        print(f"| {r['case']} | {fmt(r['ips'])} | {ratio} | {fmt(scaling(r, one_gpu), '.4f')} | "
               f"{fmt(r['first'], '.3g')} -> {fmt(r['last'], '.3g')} | {fmt(r['skipped'], '.0f')} | "
               f"{fmt(r['comm'], '.2f')} | {fmt(r['exposed'], '.2f')} | {fmt(r['allreduce'], '.2f')} | "
               f"{fmt(r['busbw'])} | {fmt(r['lead'])} | {fmt(r['bound'])} | {fmt(r['gc'])} | {fmt(r['start'])} |")

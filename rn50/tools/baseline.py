@@ -228,7 +228,10 @@ def communication(train, args, device: torch.device, world: int) -> dict:
     torch.distributed.all_reduce(ms, op=torch.distributed.ReduceOp.MAX)
     if device.type == "cuda":
         handle = nvml_handle(device)
-        transport = comm.transports(nvml.has_nvlink(handle) if handle else None)
+        mine = comm.transports(nvml.has_nvlink(handle) if handle else None)
+        every = [None] * world  # each rank's log names only its own channels: joined, as a run's ranks are
+        torch.distributed.all_gather_object(every, mine)
+        transport = comm.joined(every)
     else:
         transport = torch.distributed.get_backend()
     return {"comm/allreduce_ms": ms.item(), "comm/busbw_GBps": comm.bus_bandwidth_GBps(nbytes, ms.item(), world),

@@ -19,7 +19,7 @@ def test_the_bare_loop_trains_under_torchrun_with_rn50s_buffer_setting(tmp_path,
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                "-m", "rn50.baseline", "--arch", "resnet18", "--image-size", "32", "--batch-size", "2",
                "--warmup-steps", "1", "--steps", "2", "--precision", "fp32", *flags]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}  # gloo
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
