@@ -112,6 +112,14 @@ def on_signals() -> None:
             signal.signal(signum, _interrupted)
 
 
+def stopped_sweep(parent: str) -> str:
+    """The end of a stopped sweep's last line: what became of it, and the two commands a user wants next (its
+    finished points stay recorded; a scheduler's time limit is the usual stop)."""
+    return (f"; sweep {parent} marked KILLED: the same command with sweep.resume=true runs its other points, and "
+            f"`python -m rn50.report --parent-run-id {parent} --tracking-uri {os.environ[URI_ENV]}` reports those "
+            "that finished")
+
+
 @contextlib.contextmanager
 def closing() -> Iterator[None]:
     """Around the whole command: what a failure, or a stop, leaves behind is closed."""
@@ -129,7 +137,7 @@ def closing() -> Iterator[None]:
         if isinstance(exc, KeyboardInterrupt):
             what = getattr(exc, "signal_name", "SIGINT")
             note = getattr(exc, "note", "") or "no run was open"
-            say(f"rn50: interrupted by {what}: {note}" + (f"; sweep {parent} marked KILLED" if parent else ""))
+            say(f"rn50: interrupted by {what}: {note}" + (stopped_sweep(parent) if parent else ""))
             sys.exit(128 + signal.Signals[what])
         if isinstance(exc, OSError):  # Hydra writing its output directory, say, on a read-only or a full disk
             where = exc.filename or (rundir.taken() if exc.errno in rundir.UNWRITABLE else None)

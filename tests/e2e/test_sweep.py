@@ -4,6 +4,7 @@ import csv
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -224,11 +225,21 @@ def test_a_stopped_sweep_resumes_without_rerunning_finished_points(tmp_path):
     proc.send_signal(signal.SIGTERM)  # a real signal, as a scheduler or a user would send it
     _, err = proc.communicate()
     assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
-    assert [l for l in err.splitlines() if l.startswith("rn50: interrupted by SIGTERM")], err[-2000:]
+    (last,) = [l for l in err.splitlines() if l.startswith("rn50: interrupted by SIGTERM")] or [err[-2000:]]
     parent, children = split(tmp_path)
     assert parent.info.status == "KILLED"
     finished = [c for c in children if c.info.status == "FINISHED"]
     assert len(finished) == 1
+    # The line names the two commands a user wants next; the report one, as given, reports the finished point.
+    assert f"sweep {parent.info.run_id} marked KILLED: the same command with sweep.resume=true" in last
+    report = shlex.split(last.split("`")[1])
+    assert report[:3] == ["python", "-m", "rn50.report"]
+    made = rn50(tmp_path, *report[3:], "--out", "stopped", module="rn50.report")
+    assert made.returncode == 0, made.stderr[-2000:]
+    rows = list(csv.DictReader(open(tmp_path / "stopped" / "sweep_report.csv")))
+    assert len(rows) == 3  # every point of the sweep: the finished one, the one stopped, those never started
+    assert [r["batch_per_gpu"] for r in rows if r["status"] == "FINISHED"] == [finished[0].data.params["data.batch_size"]]
+    assert {r["status"] for r in rows} - {"FINISHED"} <= {"KILLED (interrupted)", "NOT STARTED"}
 
     again = rn50(tmp_path, *args, "sweep.resume=true")
     assert again.returncode == 0, again.stderr[-3000:]
