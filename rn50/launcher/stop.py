@@ -14,6 +14,7 @@ closing terminal sends SIGHUP twice).
 
 import contextlib
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -116,7 +117,7 @@ def stopped_sweep(parent: str) -> str:
     """The end of a stopped sweep's last line: what became of it, and the two commands a user wants next (its
     finished points stay recorded; a scheduler's time limit is the usual stop)."""
     return (f"; sweep {parent} marked KILLED: the same command with sweep.resume=true runs its other points, and "
-            f"`python -m rn50.report --parent-run-id {parent} --tracking-uri {os.environ[URI_ENV]}` reports those "
+            f"`python -m rn50.report --parent-run-id {parent} --tracking-uri {shlex.quote(os.environ[URI_ENV])}` reports those "
             "that finished")
 
 
