@@ -113,12 +113,14 @@ def on_signals() -> None:
             signal.signal(signum, _interrupted)
 
 
-def stopped_sweep(parent: str) -> str:
+def stopped_sweep(parent: str, closed: bool) -> str:
     """The end of a stopped sweep's last line: what became of it, and the two commands a user wants next (its
     finished points stay recorded; a scheduler's time limit is the usual stop)."""
+    if not closed:
+        return f"; sweep {parent} left open: the store failed"
+    uri = shlex.quote(os.environ[URI_ENV])
     return (f"; sweep {parent} marked KILLED: the same command with sweep.resume=true runs its other points, and "
-            f"`python -m rn50.report --parent-run-id {parent} --tracking-uri {shlex.quote(os.environ[URI_ENV])}` reports those "
-            "that finished")
+            f"`python -m rn50.report --parent-run-id {parent} --tracking-uri {uri}` reports those that finished")
 
 
 @contextlib.contextmanager
@@ -131,14 +133,15 @@ def closing() -> Iterator[None]:
             pool.close_all(kill=True)  # ranks started for a run that will not happen
         # A sweep stopped before its end (a job that does not compose, Ctrl-C) closes its parent run.
         parent = os.environ.pop(PARENT_ENV, None)
+        closed = False
         if parent and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
             interrupted = isinstance(exc, KeyboardInterrupt)
-            runs.close_failed(os.environ[URI_ENV], parent, interrupted_tags(exc) if interrupted else {},
-                                  killed=interrupted)
+            closed = runs.close_failed(os.environ[URI_ENV], parent, interrupted_tags(exc) if interrupted else {},
+                                       killed=interrupted)
         if isinstance(exc, KeyboardInterrupt):
             what = getattr(exc, "signal_name", "SIGINT")
             note = getattr(exc, "note", "") or "no run was open"
-            say(f"rn50: interrupted by {what}: {note}" + (stopped_sweep(parent) if parent else ""))
+            say(f"rn50: interrupted by {what}: {note}" + (stopped_sweep(parent, closed) if parent else ""))
             sys.exit(128 + signal.Signals[what])
         if isinstance(exc, OSError):  # Hydra writing its output directory, say, on a read-only or a full disk
             where = exc.filename or (rundir.taken() if exc.errno in rundir.UNWRITABLE else None)

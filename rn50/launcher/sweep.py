@@ -7,6 +7,7 @@ through the environment, which also reaches jobs a cluster launcher starts.
 import json
 import logging
 import os
+import shlex
 import sys
 import time
 from datetime import datetime, timezone
@@ -131,9 +132,10 @@ class SweepCallback(Callback):
         except Exception as exc:  # a store that failed: the points' results are kept in their output directories
             tracking.runs.close_failed(uri, parent)
             with reported():
+                report_command = f"python -m rn50.report --parent-run-id {parent} --tracking-uri {shlex.quote(uri)}"
                 raise Rn50Error(f"the sweep's report could not be made from mlflow.tracking_uri={uri} "
-                                f"({tracking.client.first_line(exc)}); `python -m rn50.upload {sweep_dir}` logs the points' "
-                                f"kept results, then `python -m rn50.report --parent-run-id {parent}` makes it") from None
+                                f"({tracking.client.first_line(exc)}); `python -m rn50.upload {sweep_dir}` logs the "
+                                f"points' kept results, then `{report_command}` makes it") from None
         log.info("sweep report: %s", files[0])
         print(report.markdown(rows))
         print(footer)

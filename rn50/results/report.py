@@ -181,8 +181,8 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default="report", help="directory for the report files")
     args = parser.parse_args(argv)
     with reported("rn50.report"):
-        db = args.tracking_uri.removeprefix("sqlite:///")
-        if db != args.tracking_uri and not Path(db).is_file():
+        db = tracking.health.sqlite_file(args.tracking_uri)  # its file, without a ?query
+        if db is not None and not Path(db).is_file():
             raise Rn50Error(f"--tracking-uri {args.tracking_uri}: no such file; run where the runs were recorded")
         tracking.health.check_reachable(args.tracking_uri, write=False)  # a report only reads
         rows = collect(args.tracking_uri, args.parent_run_id, args.experiment, args.filter)

@@ -211,6 +211,12 @@ def test_report_errors_are_one_line(tmp_path):
     errors = [l for l in proc.stderr.splitlines() if "error" in l.lower()]
     assert proc.returncode == 2 and len(errors) == 1
     assert errors[0].startswith("rn50.report: error: --parent-run-id nosuch")
+    # sqlite options after the file name (MLflow passes them on to SQLAlchemy) are no part of the file's name
+    proc = rn50(tmp_path, "--parent-run-id", "nosuch", "--tracking-uri", f"sqlite:///{tmp_path}/m.db?timeout=30",
+                module="rn50.report")
+    errors = [l for l in proc.stderr.splitlines() if "error" in l.lower()]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-2000:]
+    assert errors[0].startswith("rn50.report: error: --parent-run-id nosuch")
 
 
 def test_a_stopped_sweep_resumes_without_rerunning_finished_points(tmp_path):

@@ -55,3 +55,24 @@ def test_an_ignored_signal_stays_ignored_and_a_nested_block_holds_nothing_more(l
     stops.raise_caught(inner)  # nothing
     with pytest.raises(Interrupted):
         stops.raise_caught(outer)
+
+
+@pytest.mark.parametrize("closed", [True, False])
+def test_a_stopped_sweeps_last_line_says_what_became_of_it(monkeypatch, capsys, closed):
+    """A stop in a sweep closes its parent run, then names the next commands; a store that failed to close it
+    is said instead (the commands would not work against it)."""
+    monkeypatch.setenv(stop.PARENT_ENV, "p1")
+    monkeypatch.setenv(stop.URI_ENV, "sqlite:////runs here/mlflow.db")
+    calls = []
+    monkeypatch.setattr(stop.runs, "close_failed", lambda *args, **kwargs: calls.append(kwargs) or closed)
+    with pytest.raises(SystemExit) as exited:
+        with stop.closing():
+            raise Interrupted("SIGTERM")
+    assert exited.value.code == 128 + signal.SIGTERM and calls == [{"killed": True}]
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("rn50: interrupted by SIGTERM: no run was open; sweep p1 ")
+    if closed:
+        assert last.endswith("`python -m rn50.report --parent-run-id p1 --tracking-uri "
+                             "'sqlite:////runs here/mlflow.db'` reports those that finished")
+    else:
+        assert last.endswith("sweep p1 left open: the store failed")
