@@ -1,19 +1,20 @@
 """What measuring needs of torch, in a rank and the bare loop: the clock that marks step boundaries
 on the device's timeline (rn50/measure/timing.py's WindowTimer reads it), NVML's handle of
-torch's CUDA device, the all-reduce timed apart from the steps (rn50/measure/comm.py), and what a
-rank ran on (hardware, software versions) as MLflow tags. The launcher tags the project's commit
-(rn50/launcher/run.py); the variables a rank's process starts with are rn50/measure/settings.py's.
-The launcher, which reads windows but makes none, never imports this module."""
+torch's CUDA device, the all-reduce timed apart from the steps and the transport it took
+(rn50/measure/comm.py), and what a rank ran on (hardware, software versions) as MLflow tags. The
+launcher tags the project's commit (rn50/launcher/run.py); the variables a rank's process starts with
+are rn50/measure/settings.py's. The launcher, which reads windows but makes none, never imports this
+module."""
 
 import os
 import time
 from importlib import metadata
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import torch
 import torch.distributed as dist
 
-from rn50.measure import nvml
+from rn50.measure import comm, nvml
 from rn50.measure.settings import CONNECTIONS_ENV
 
 
@@ -74,6 +75,16 @@ def allreduce_ms(nbytes: int, device: torch.device, iters: int) -> float:
         torch.cuda.synchronize(device)
         return start.elapsed_time(end) / iters
     return (time.perf_counter() - t0) * 1e3 / iters
+
+
+
+def transport(device_type: str, handle) -> Optional[str]:
+    """The transport this process's all-reduces took: NCCL's channels as its log names them
+    (rn50/measure/comm.py; P2P as NVLink or PCIe where the NVML handle tells), or off CUDA the
+    process group's backend (gloo). Each rank's own: a run joins them (comm.joined)."""
+    if device_type != "cuda":
+        return dist.get_backend() if dist.is_initialized() else None
+    return comm.transports(nvml.has_nvlink(handle) if handle else None)
 
 
 # What a rank ran on, as MLflow tags.

@@ -11,8 +11,8 @@ import pytorch_lightning as pl
 import torch
 
 from rn50.measure.settings import Collections
-from rn50.measure import comm, host, nvml
-from rn50.measure.device import DeviceClock, allreduce_ms, gradient_bytes, handle_for_cuda_device
+from rn50.measure import host, nvml
+from rn50.measure.device import DeviceClock, allreduce_ms, gradient_bytes, handle_for_cuda_device, transport
 from rn50.measure.timing import WindowTimer
 from rn50.recipe.precision import read_scaler
 from rn50.wire import RankResult
@@ -136,11 +136,7 @@ class ThroughputCallback(pl.Callback):
             return {}
         nbytes = gradient_bytes(pl_module)
         ms = allreduce_ms(nbytes, trainer.strategy.root_device, self.comm_iters)
-        if self.device_type == "cuda":
-            transport = comm.transports(nvml.has_nvlink(self._handle) if self._handle else None)
-        else:  # gloo
-            transport = torch.distributed.get_backend() if torch.distributed.is_initialized() else None
-        return dict(allreduce_ms=ms, allreduce_bytes=nbytes, transport=transport)
+        return dict(allreduce_ms=ms, allreduce_bytes=nbytes, transport=transport(self.device_type, self._handle))
 
     def _training_proof(self, trainer) -> dict:
         """Every step's loss, the scaler's skipped steps and its final scale, read now that the

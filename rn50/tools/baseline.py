@@ -36,7 +36,7 @@ from rn50.config.reads import decided
 from rn50.config.schema import CompileDDP, CompileMode
 from rn50.launcher.launch import num_classes
 from rn50.measure import comm, nvml, settings
-from rn50.measure.device import DeviceClock, allreduce_ms, gradient_bytes, handle_for_cuda_device
+from rn50.measure.device import DeviceClock, allreduce_ms, gradient_bytes, handle_for_cuda_device, transport
 from rn50.measure.timing import WindowTimer, host_lead
 from rn50.options.components import Options
 from rn50.point.validate import validate
@@ -226,16 +226,11 @@ def communication(train, args, device: torch.device, world: int) -> dict:
     nbytes = gradient_bytes(train.net)
     ms = torch.tensor([allreduce_ms(nbytes, device, args.comm_iters)], dtype=torch.float64, device=device)
     torch.distributed.all_reduce(ms, op=torch.distributed.ReduceOp.MAX)
-    if device.type == "cuda":
-        handle = nvml_handle(device)
-        mine = comm.transports(nvml.has_nvlink(handle) if handle else None)
-        every = [None] * world  # each rank's log names only its own channels: joined, as a run's ranks are
-        torch.distributed.all_gather_object(every, mine)
-        transport = comm.joined(every)
-    else:
-        transport = torch.distributed.get_backend()
+    every = [None] * world  # each rank's log names only its own channels: joined, as a run's ranks are
+    handle = nvml_handle(device) if device.type == "cuda" else None
+    torch.distributed.all_gather_object(every, transport(device.type, handle))
     return {"comm/allreduce_ms": ms.item(), "comm/busbw_GBps": comm.bus_bandwidth_GBps(nbytes, ms.item(), world),
-            "comm/gradient_MB": nbytes / 1e6, "transport": transport}
+            "comm/gradient_MB": nbytes / 1e6, "transport": comm.joined(every)}
 
 
 def profiled(step, args, device) -> dict:
