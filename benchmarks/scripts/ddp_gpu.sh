@@ -38,6 +38,22 @@ bare_flags() {
     if [ "${kv#*=}" = true ]; then flags+=("$flag"); else flags+=("$flag" "${kv#*=}"); fi
   done
 }
+# $nodes torchrun "nodes" of $per GPUs on this host, each seeing its own GPUs, as on several hosts, running
+# torchrun's ARGS...; node i's output in OUTDIR/CASE-nodei.log (apart: its stdout in the work folder's
+# CASE-nodei.out, where the bare loop's JSON line stays whole). Usage: torchrun_nodes together|apart ARGS...
+torchrun_nodes() {
+  local mode=$1 port=$((29400 + RANDOM % 1000)) node; shift
+  for node in $(seq 0 $((nodes - 1))); do
+    (
+      if [ "$mode" = apart ]; then exec > "$work/$name-node$node.out" 2> "$out/$name-node$node.log"
+      else exec > "$out/$name-node$node.log" 2>&1; fi
+      exec env "${envs[@]}" CUDA_VISIBLE_DEVICES="$(seq -s, $((node * per)) $((node * per + per - 1)))" \
+        timeout "$left" python3 -m torch.distributed.run --nnodes="$nodes" --nproc-per-node="$per" \
+        --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$port --rdzv-id="$name" "$@"
+    ) &
+  done
+  wait
+}
 SOCK=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo)
 
 for case in "$@"; do
@@ -95,27 +111,15 @@ for case in "$@"; do
       tail -n 1 "$work/$name-0.out" > "$out/$name.json"
       ;;
     bare[0-9]x[0-9])  # the bare loop as NODES torchrun "nodes" of PER_NODE GPUs on this host, as NxM runs rn50
-      shape=${what#bare}; nodes=${shape%x*}; per=${shape#*x}; port=$((29400 + RANDOM % 1000)); flags=(--repeats "$repeats")
+      shape=${what#bare}; nodes=${shape%x*}; per=${shape#*x}; flags=(--repeats "$repeats")
       bare_flags
-      for node in $(seq 0 $((nodes - 1))); do
-        env "${envs[@]}" CUDA_VISIBLE_DEVICES="$(seq -s, $((node * per)) $((node * per + per - 1)))" timeout "$left" \
-          python3 -m torch.distributed.run --nnodes="$nodes" --nproc-per-node="$per" --rdzv-backend=c10d \
-          --rdzv-endpoint=127.0.0.1:$port --rdzv-id="$name" -m rn50.baseline "${flags[@]}" \
-          > "$work/$name-node$node.out" 2> "$out/$name-node$node.log" &
-      done
-      wait
+      torchrun_nodes apart -m rn50.baseline "${flags[@]}"
       cat "$work/$name"-node*.out | grep '^{' | tail -n 1 > "$out/$name.json"  # rank 0's line, whichever node had it
       ;;
     [0-9]x[0-9])  # NODESxPER_NODE torchrun "nodes" on this host, each seeing its own GPUs, as on several hosts
-      nodes=${what%x*}; per=${what#*x}; port=$((29400 + RANDOM % 1000))
-      for node in $(seq 0 $((nodes - 1))); do
-        env "${envs[@]}" CUDA_VISIBLE_DEVICES="$(seq -s, $((node * per)) $((node * per + per - 1)))" timeout "$left" \
-          python3 -m torch.distributed.run --nnodes="$nodes" --nproc-per-node="$per" --rdzv-backend=c10d \
-          --rdzv-endpoint=127.0.0.1:$port --rdzv-id="$name" -m rn50 cluster=torchrun dist.nodes="$nodes" \
-          dist.gpus_per_node="$per" bench.repeats="$repeats" "${keys[@]}" hydra.run.dir="$work/$name" \
-          > "$out/$name-node$node.log" 2>&1 &
-      done
-      wait
+      nodes=${what%x*}; per=${what#*x}
+      torchrun_nodes together -m rn50 cluster=torchrun dist.nodes="$nodes" dist.gpus_per_node="$per" \
+        bench.repeats="$repeats" "${keys[@]}" hydra.run.dir="$work/$name"
       cp "$work/$name/summary.json" "$out/$name.json" 2>/dev/null
       ;;
   esac

@@ -87,9 +87,10 @@ def main(outs: list) -> None:
           "| start to first measured s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        own = None if r["what"].startswith("bare") else bare.get((r["key"], shape(r["what"])))
-        one_node = None if r["what"].startswith("bare") or not shape(r["what"]) else bare.get((r["key"], None))
-        ref = own or one_node
+        ref = own = None
+        if not r["what"].startswith("bare"):
+            own = bare.get((r["key"], shape(r["what"])))
+            ref = own or bare.get((r["key"], None))  # an NxM case without its bareNxM: the bare loop on one node
         ratio = fmt(r["ips"] / ref, ".4f") + ("" if own else " (bare on 1 node)") if r["ips"] and ref else "-"
         print(f"| {r['case']} | {fmt(r['ips'])} | {ratio} | {fmt(scaling(r, one_gpu), '.4f')} | "
               f"{fmt(r['first'], '.3g')} -> {fmt(r['last'], '.3g')} | {fmt(r['skipped'], '.0f')} | "
