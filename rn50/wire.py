@@ -81,6 +81,8 @@ class RankResult:
     """The loss scale after the last step, where a scaler ran."""
     allreduce_ms: Optional[float] = None
     """A rank of several: one all-reduce of the gradients, timed after the last step (rn50/measure/comm.py)."""
+    allreduce_before_ms: Optional[float] = None
+    """The same all-reduce timed before the first step: beside allreduce_ms, whether the network changed."""
     allreduce_bytes: int = 0
     """The bytes that all-reduce carried: the network's gradients."""
     transport: Optional[str] = None

@@ -245,8 +245,9 @@ class BenchConfig:
     repeats: int = 1
     """Windows measured back to back after one warm-up; throughput is their median."""
     comm_iters: int = 20
-    """A run of several ranks: all-reduces of its gradients' size timed after its last step, never in
-    a window, as nccl-tests times them (comm/allreduce_ms, comm/busbw_GBps); 0 times none."""
+    """A run of several ranks: all-reduces of its gradients' size timed before its first step and after
+    its last, never in a window, as nccl-tests times them (comm/allreduce_before_ms, comm/allreduce_ms,
+    comm/busbw_GBps); 0 times none."""
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """What a run's gradient all-reduce costs on its own, timed as nccl-tests times it, and the
 transport NCCL chose between the ranks.
 
-A rank of several times an all-reduce after its last step (rn50/rank/throughput.py, with
-rn50/measure/device.py's allreduce_ms), never inside a measured window: warm-up all-reduces, then
-bench.comm_iters back to back between two synchronized edges, of one buffer the size of the
-network's gradients. This module is the torch-free part, which the launcher sums up with. The bus
+A rank of several times an all-reduce before its first step and again after its last
+(rn50/rank/throughput.py, with rn50/measure/device.py's allreduce_ms), never inside a measured window:
+warm-up all-reduces, then bench.comm_iters back to back between two synchronized edges, of one buffer
+the size of the network's gradients. The second is the run's figure; the first says whether the network
+changed under the run. This module is the torch-free part, which the launcher sums up with. The bus
 bandwidth follows nccl-tests' definition (its doc/PERFORMANCE.md): bytes / time x 2(n-1)/n, the
 rate each link must carry in a ring all-reduce, comparable across rank counts and with the link's.
 
@@ -18,16 +19,41 @@ import contextlib
 import os
 import re
 import tempfile
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
 NCCL_LOG_ENV = "RN50_NCCL_LOG"  # where this process's NCCL INFO log goes, when rn50 asked for one
 # NCCL's words for a channel's transport, as its INFO log writes them: P2P, SHM, NET/Socket, NET/IB, ...
 VIA = re.compile(r" via (P2P|SHM|NET/[A-Za-z]+|COLLNET\w*|NVLS\w*)")
+# The network changed under a run when its all-reduce took this much longer or shorter after the windows
+# than before the warm-up, and the difference was this share of a step or more: NCCL on sockets over
+# loopback moved by a third within minutes (43.9 to 58.3 ms, docs/benchmarks.md, twentieth session),
+# where NVLink's 0.4 to 0.5 ms moves by a far smaller share of a step.
+NETWORK_CHANGE_PCT = 20.0
+NETWORK_CHANGE_STEP_PCT = 2.0
 
 
 def bus_bandwidth_GBps(nbytes: float, ms: float, world: int) -> float:
     """nccl-tests' bus bandwidth of an all-reduce: algorithm bandwidth (bytes / time) x 2(n-1)/n."""
     return nbytes / (ms / 1e3) * 2 * (world - 1) / world / 1e9
+
+
+def change_pct(before_ms: float, after_ms: float) -> float:
+    """How much longer (or, negative, shorter) the all-reduce took after the windows than before the warm-up, in %."""
+    return 100.0 * (after_ms - before_ms) / before_ms
+
+
+def network_change_note(metrics: Mapping[str, float]) -> str:
+    """'the network changed during the run: the all-reduce took 43.9 ms before the warm-up and 58.3 ms after
+    the windows (+32.8%), 16.7% of a step', or '' (a run whose network held, or with one timing)."""
+    before, after = metrics.get("comm/allreduce_before_ms"), metrics.get("comm/allreduce_ms")
+    step = metrics.get("step_time/median_ms")
+    if not before or not after or not step:
+        return ""
+    pct, of_step = change_pct(before, after), 100.0 * abs(after - before) / step
+    if abs(pct) < NETWORK_CHANGE_PCT or of_step < NETWORK_CHANGE_STEP_PCT:
+        return ""
+    return (f"the network changed during the run: the all-reduce took {before:.2f} ms before the warm-up and "
+            f"{after:.2f} ms after the windows ({pct:+.1f}%), {of_step:.1f}% of a step")
 
 
 def log_transports() -> None:

@@ -43,6 +43,7 @@ class ThroughputCallback(pl.Callback):
         # What else ran beside the windows (rn50/measure/host.py): host-wide and own CPU seconds, GPU pids.
         self._host_s = self._own_s = None
         self._gpu_pids: set = set()
+        self._allreduce_before_ms: Optional[float] = None  # timed before the first step
 
     def setup(self, trainer, pl_module, stage):
         gc.callbacks.append(self.collections)
@@ -50,6 +51,11 @@ class ThroughputCallback(pl.Callback):
             handle = self._handle = handle_for_cuda_device(trainer.strategy.root_device.index)
             self.sampler = nvml.Sampler(lambda: nvml.read(handle), self.interval_s,
                                         energy_counter=lambda: nvml.energy_mj(handle))
+
+    def on_train_start(self, trainer, pl_module):
+        # Before the first step (and its compile): the network as the run found it, to set beside the
+        # figure timed after the windows.
+        self._allreduce_before_ms = self._allreduce_ms(trainer, pl_module)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if not self.first_step_at:
@@ -129,14 +135,21 @@ class ThroughputCallback(pl.Callback):
             gathered = [mine]
         self.ranks = gathered if trainer.is_global_zero else None
 
-    def _communication(self, trainer, pl_module) -> dict:
-        """A rank of several: its gradients' all-reduce timed alone (rn50/measure/comm.py), after the
-        last step and so outside every window, and the transport NCCL chose for it."""
+    def _allreduce_ms(self, trainer, pl_module) -> Optional[float]:
+        """A rank of several: its gradients' all-reduce timed alone (rn50/measure/comm.py); None for one
+        rank, or bench.comm_iters=0."""
         if trainer.world_size < 2 or self.comm_iters < 1:
+            return None
+        return allreduce_ms(gradient_bytes(pl_module), trainer.strategy.root_device, self.comm_iters)
+
+    def _communication(self, trainer, pl_module) -> dict:
+        """The all-reduce timed again after the last step, and so outside every window, beside the one
+        before the first step, and the transport NCCL chose for it."""
+        ms = self._allreduce_ms(trainer, pl_module)
+        if ms is None:
             return {}
-        nbytes = gradient_bytes(pl_module)
-        ms = allreduce_ms(nbytes, trainer.strategy.root_device, self.comm_iters)
-        return dict(allreduce_ms=ms, allreduce_bytes=nbytes, transport=transport(self.device_type, self._handle))
+        return dict(allreduce_ms=ms, allreduce_before_ms=self._allreduce_before_ms,
+                    allreduce_bytes=gradient_bytes(pl_module), transport=transport(self.device_type, self._handle))
 
     def _training_proof(self, trainer) -> dict:
         """Every step's loss, the scaler's skipped steps and its final scale, read now that the

@@ -9,7 +9,7 @@ from collections import defaultdict
 from typing import Callable, Dict, List
 
 from rn50 import tracking
-from rn50.measure import timing
+from rn50.measure import comm, timing
 from rn50.point.identity import NOT_REPORT_SETUP, current_params, leaves_out, reads_dali_keys
 
 ROLE_TAG = tracking.runs.ROLE_TAG
@@ -111,6 +111,9 @@ def row(run) -> Dict:
         "images_per_sec_mean": m.get("throughput/images_per_sec_mean") if comparable else None,
         "allreduce_ms": m.get("comm/allreduce_ms"), "busbw_GBps": m.get("comm/busbw_GBps"),
         "transport": t.get("comm_transport"),
+        # the same all-reduce before the first step, and whether the network moved under the point by then
+        "allreduce_before_ms": m.get("comm/allreduce_before_ms"),
+        "network_changed": bool(comm.network_change_note(m)) if "comm/allreduce_before_ms" in m else None,
         # NVML's over the windows: the devices' mean, and the slowest device's (the mean where one device ran)
         "sm_clock_mhz": m.get("gpu/sm_clock_mhz"), "sm_clock_mhz_min": m.get("gpu/sm_clock_mhz_min"),
         "gpu_utilization_pct": m.get("gpu/utilization_pct"), "data_wait_pct": m.get("data/wait_pct"),

@@ -95,7 +95,10 @@ def scaling_lines(rows: List[Dict]) -> List[str]:
         clock_ms = min(r["clock_ms"], r["comm_exposed_ms"]) if clocked_lower else 0.0
         if r.get("allreduce_ms"):
             over = f" over {r['transport']}" if r.get("transport") else ""
-            text += f"; all-reduce {rounded(r['allreduce_ms'])} ms at {rounded(r['busbw_GBps'])} GB/s{over}, "
+            text += f"; all-reduce {rounded(r['allreduce_ms'])} ms at {rounded(r['busbw_GBps'])} GB/s{over}"
+            if r.get("network_changed"):
+                text += f" ({rounded(r['allreduce_before_ms'])} ms before the warm-up: the network changed under it)"
+            text += ", "
             if r["comm_exposed_ms"] <= r["allreduce_ms"]:
                 text += (f"{rounded(r['comm_exposed_ms'])} ms of it exposed per step "
                          f"({r['comm_hidden_pct']:.0f}% hidden)")

@@ -66,6 +66,8 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float, optio
         tags.update(said)
         if "data/wait_pct" in metrics:
             tags["input_bound"] = str(timing.input_bound(metrics)).lower()
+        if "comm/allreduce_before_ms" in metrics:
+            tags["network_changed"] = str(bool(comm.network_change_note(metrics))).lower()
     transport = comm.joined(r.transport for r in ranks)
     if transport:
         tags["comm_transport"] = transport
@@ -130,8 +132,13 @@ def communication(ranks: List[RankResult]) -> Dict[str, float]:
     if len(ranks) < 2 or not timed:
         return {}
     ms, nbytes = max(timed), ranks[0].allreduce_bytes
-    return {"comm/allreduce_ms": ms, "comm/busbw_GBps": comm.bus_bandwidth_GBps(nbytes, ms, len(ranks)),
-            "comm/gradient_MB": nbytes / 1e6}
+    metrics = {"comm/allreduce_ms": ms, "comm/busbw_GBps": comm.bus_bandwidth_GBps(nbytes, ms, len(ranks)),
+               "comm/gradient_MB": nbytes / 1e6}
+    before = [r.allreduce_before_ms for r in ranks if r.allreduce_before_ms]
+    if before:  # the network as the run found it, and how much it moved by the end
+        metrics["comm/allreduce_before_ms"] = max(before)
+        metrics["comm/allreduce_change_pct"] = comm.change_pct(max(before), ms)
+    return metrics
 
 
 def contention(ranks: List[RankResult]) -> tuple:
@@ -242,12 +249,12 @@ def write_ranks_csv(path, ranks: List[RankResult]) -> None:
 
 
 def headline(name: str, metrics: Dict[str, Any]) -> str:
-    """The run's line: its figure, its proof, whether its input bounded it, and what else ran beside its
-    windows (metrics' `contention`, the tag of that name, where it has one)."""
+    """The run's line: its figure, its proof, whether its input bounded it, whether its network changed
+    under it, and what else ran beside its windows (metrics' `contention`, the tag of that name, where it has one)."""
     proof, contention = trained.note(metrics), metrics.get("contention")
-    starved = timing.input_bound_note(metrics)
+    starved, network = timing.input_bound_note(metrics), comm.network_change_note(metrics)
     return (f"{name}: {metrics['throughput/images_per_sec']:,.1f} images/sec "
             f"({metrics['throughput/images_per_sec_per_device']:,.1f} per device), "
             f"step {metrics['step_time/median_ms']:.2f} ms median, first step after {metrics['time/startup_s']:.1f} s"
             + (f"; {proof}" if proof else "") + (f"; {starved}" if starved else "")
-            + (f"; contended: {contention}" if contention else ""))
+            + (f"; {network}" if network else "") + (f"; contended: {contention}" if contention else ""))

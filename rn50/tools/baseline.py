@@ -79,8 +79,9 @@ def main(argv=None) -> dict:
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     p.add_argument("--loss-scale", type=float, default=1024.0)
     p.add_argument("--comm-iters", type=int, default=20, metavar="N",
-                   help="under torchrun: after the windows, time N all-reduces of the gradients' size as rn50's "
-                        "ranks do (comm/allreduce_ms, comm/busbw_GBps, transport: rn50's bench.comm_iters); 0: none")
+                   help="under torchrun: before the warm-up and after the windows, time N all-reduces of the "
+                        "gradients' size as rn50's ranks do (comm/allreduce_before_ms, comm/allreduce_ms, "
+                        "comm/busbw_GBps, transport: rn50's bench.comm_iters); 0: none")
     p.add_argument("--data-root", help="train on ROOT/train's JPEGs through rn50's DALI pipeline (data=dali)")
     p.add_argument("--decode-only", action="store_true",
                    help="with --data-root: take batches from the pipeline and train nothing, to measure it alone")
@@ -153,6 +154,7 @@ def main(argv=None) -> dict:
             train = build_train_step(args.arch, args.precision, device, **options, num_classes=cfg.model.num_classes)
             step = lambda: train(*next(batches))  # noqa: E731
 
+    before_ms = slowest_allreduce_ms(train, args, device, world)  # the network as the loop found it
     energy = energy_counter(device)
     rates, joules, edge_losses = [], [], []
     mj0 = None  # the energy counter where the open window started
@@ -185,7 +187,7 @@ def main(argv=None) -> dict:
         loss = step()
         timer.step_end()
     profile = profiled(step, args, device) if args.profile_dir else {}
-    profile.update(communication(train, args, device, world))
+    profile.update(communication(train, args, device, world, before_ms))
     images = args.batch_size * world * args.steps * args.repeats
     measured = all(j == j for j in joules)  # NaN where a GPU has no energy counter
     result = {"baseline": "bare_pytorch", **vars(args), "world_size": world,
@@ -216,20 +218,32 @@ def main(argv=None) -> dict:
     return result
 
 
-def communication(train, args, device: torch.device, world: int) -> dict:
-    """Under torchrun, after the windows: one all-reduce of the gradients' size timed alone, as rn50's ranks
-    time theirs (rn50/measure/comm.py), the slowest rank's, and the transport NCCL chose. Beside rn50's
-    figure it tells a slower network from a slower step: over sockets the network's speed moves between
-    runs (docs/benchmarks.md, nineteenth session)."""
+def slowest_allreduce_ms(train, args, device: torch.device, world: int) -> Optional[float]:
+    """Under torchrun, outside the windows: one all-reduce of the gradients' size timed alone, as rn50's ranks
+    time theirs (rn50/measure/comm.py), the slowest rank's; None for one process, --comm-iters 0, or
+    --decode-only."""
     if world < 2 or args.comm_iters < 1 or train is None:
+        return None
+    ms = torch.tensor([allreduce_ms(gradient_bytes(train.net), device, args.comm_iters)], dtype=torch.float64,
+                      device=device)
+    torch.distributed.all_reduce(ms, op=torch.distributed.ReduceOp.MAX)
+    return ms.item()
+
+
+def communication(train, args, device: torch.device, world: int, before_ms: Optional[float]) -> dict:
+    """After the windows: the all-reduce timed again, beside before_ms (timed before the warm-up), and the
+    transport NCCL chose. Beside rn50's figure it tells a slower network from a slower step: over sockets
+    the network's speed moves between runs and within one (docs/benchmarks.md, nineteenth and twentieth
+    sessions)."""
+    ms = slowest_allreduce_ms(train, args, device, world)
+    if ms is None:
         return {}
     nbytes = gradient_bytes(train.net)
-    ms = torch.tensor([allreduce_ms(nbytes, device, args.comm_iters)], dtype=torch.float64, device=device)
-    torch.distributed.all_reduce(ms, op=torch.distributed.ReduceOp.MAX)
     every = [None] * world  # each rank's log names only its own channels: joined, as a run's ranks are
     handle = nvml_handle(device) if device.type == "cuda" else None
     torch.distributed.all_gather_object(every, transport(device.type, handle))
-    return {"comm/allreduce_ms": ms.item(), "comm/busbw_GBps": comm.bus_bandwidth_GBps(nbytes, ms.item(), world),
+    return {"comm/allreduce_ms": ms, "comm/busbw_GBps": comm.bus_bandwidth_GBps(nbytes, ms, world),
+            "comm/allreduce_before_ms": before_ms, "comm/allreduce_change_pct": comm.change_pct(before_ms, ms),
             "comm/gradient_MB": nbytes / 1e6, "transport": comm.joined(every)}
 
 

@@ -39,6 +39,7 @@ UI_COLUMNS = [
     "metrics.`comm/exposed_ms_per_step`",
     "metrics.`scaling/slowest_clock_pct`",
     "tags.`comm_transport`",
+    "tags.`network_changed`",  # the all-reduce before the first step and after the windows differed (comm.py)
     "metrics.`time/startup_s`",
     "metrics.`data/wait_pct`",
     "metrics.`cpu/cores_per_device`",  # the CPUs each device's input pipeline and rank used

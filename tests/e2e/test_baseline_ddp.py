@@ -26,10 +26,14 @@ def test_the_bare_loop_trains_under_torchrun_with_rn50s_buffer_setting(tmp_path,
     assert result["world_size"] == 2 and result["broadcast_buffers"] is broadcast
     assert result["images_per_sec"] > 0 and len(result["loss_window_edges"]) == 2  # read after the sync, on rank 0
     if not timed:  # --comm-iters 0
-        assert "comm/allreduce_ms" not in result and "transport" not in result
+        assert "comm/allreduce_ms" not in result and "comm/allreduce_before_ms" not in result
+        assert "transport" not in result
         return
     # its gradients' all-reduce timed alone after the windows, as rn50's ranks time theirs
     assert result["comm/allreduce_ms"] > 0 and result["transport"] == "gloo"
+    assert result["comm/allreduce_before_ms"] > 0  # and once before the warm-up
+    assert result["comm/allreduce_change_pct"] == pytest.approx(
+        100 * (result["comm/allreduce_ms"] / result["comm/allreduce_before_ms"] - 1))
     assert result["comm/gradient_MB"] == pytest.approx(11.69e6 * 4 / 1e6, rel=0.01)  # resnet18's fp32 gradients
     assert result["comm/busbw_GBps"] == pytest.approx(
         result["comm/gradient_MB"] / 1e3 / (result["comm/allreduce_ms"] / 1e3) * 2 * (2 - 1) / 2)

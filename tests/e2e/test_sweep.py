@@ -89,6 +89,7 @@ def test_sweep_reports_every_point_and_runs_the_right_processes_once(tmp_path):
     m = pair.data.metrics
     assert m["throughput/images_per_sec"] == pytest.approx(2 * m["throughput/images_per_sec_per_device"], rel=1e-5)
     assert m["comm/allreduce_ms"] > 0 and m["comm/gradient_MB"] == pytest.approx(46.76, rel=1e-3)  # resnet18's
+    assert m["comm/allreduce_before_ms"] > 0 and pair.data.tags["network_changed"] in ("true", "false")
     assert pair.data.tags["comm_transport"] == "gloo"
     # what the sweep found against its 1-process point, logged into the point for the benchmark view
     assert m["scaling/efficiency_pct"] > 0 and m["comm/exposed_ms_per_step"] >= 0

@@ -1,5 +1,6 @@
 """The gradient all-reduce timed apart from the steps (rn50/measure/comm.py): nccl-tests' bus bandwidth,
-the transport read from NCCL's log, and a probe that never runs inside a measured window."""
+the transport read from NCCL's log, a probe that never runs inside a measured window, and a network
+that changed between the probe before the warm-up and the one after the windows."""
 
 import os
 import types
@@ -66,16 +67,40 @@ def test_ncclss_log_is_turned_on_unless_the_user_set_one(monkeypatch):
     assert comm.transports() is None
 
 
-def _rank(rank, ms, transport="P2P/NVLink"):
+def _rank(rank, ms, transport="P2P/NVLink", before=None):
     return RankResult(rank=rank, node_rank=0, local_rank=rank, hostname="h", pid=1, windows=[],
-                      allreduce_ms=ms, allreduce_bytes=102_000_000, transport=transport)
+                      allreduce_ms=ms, allreduce_before_ms=before, allreduce_bytes=102_000_000, transport=transport)
 
 
 def test_a_run_records_its_slowest_ranks_all_reduce():
     m = communication([_rank(0, 1.0), _rank(1, 2.0)])
     assert m["comm/allreduce_ms"] == 2.0 and m["comm/gradient_MB"] == pytest.approx(102.0)
     assert m["comm/busbw_GBps"] == pytest.approx(comm.bus_bandwidth_GBps(102e6, 2.0, 2))
+    assert "comm/allreduce_before_ms" not in m  # no timing before the first step: no change to tell
     assert communication([_rank(0, None, None)]) == {}  # one rank: nothing timed, nothing recorded
+
+
+def test_a_run_records_how_much_its_network_changed_from_before_the_warm_up():
+    m = communication([_rank(0, 44.0, before=40.0), _rank(1, 58.0, before=43.9)])
+    assert m["comm/allreduce_before_ms"] == 43.9 and m["comm/allreduce_ms"] == 58.0  # the slowest rank's, each
+    assert m["comm/allreduce_change_pct"] == pytest.approx(100 * (58.0 - 43.9) / 43.9)
+
+
+@pytest.mark.parametrize("before, after, step, changed", [
+    (43.9, 58.3, 90.0, True),    # sockets over loopback, the twentieth session: +33%, 16% of a step
+    (58.3, 43.9, 90.0, True),    # faster by as much is as much a change
+    (50.0, 55.0, 90.0, False),   # +10%: within the threshold
+    (0.40, 0.55, 43.0, False),   # NVLink: +38%, but 0.3% of a step
+    (None, 58.3, 90.0, False),   # one timing: nothing to compare
+])
+def test_the_headline_names_a_network_that_changed_under_the_run(before, after, step, changed):
+    metrics = {"comm/allreduce_ms": after, "step_time/median_ms": step}
+    if before is not None:
+        metrics["comm/allreduce_before_ms"] = before
+    note = comm.network_change_note(metrics)
+    assert bool(note) is changed
+    if changed:
+        assert note.startswith("the network changed during the run: ") and f"{before:.2f} ms before the warm-up" in note
 
 
 class _Trainer(types.SimpleNamespace):
@@ -87,7 +112,7 @@ class _Trainer(types.SimpleNamespace):
                          precision_plugin=types.SimpleNamespace())
 
 
-def test_the_all_reduce_is_timed_after_the_last_window_and_never_inside_one(monkeypatch):
+def test_the_all_reduce_is_timed_before_the_first_step_and_after_the_last_window_never_inside_one(monkeypatch):
     bench = types.SimpleNamespace(warmup_steps=2, steps=3, repeats=2, comm_iters=4)
     callback = ThroughputCallback(bench, types.SimpleNamespace(interval_s=0.2), "cpu", 4)
     seen = []
@@ -99,16 +124,19 @@ def test_the_all_reduce_is_timed_after_the_last_window_and_never_inside_one(monk
     monkeypatch.setattr(throughput, "allreduce_ms", probe)
     trainer, module = _Trainer(), torch.nn.Linear(10, 10)
     callback.setup(trainer, module, "fit")
+    callback.on_train_start(trainer, module)
+    # once before any step: 110 float32 parameters of the Linear layer
+    assert seen == [(False, 0, 440, 4)]
     for step in range(callback.timer.total_steps):
         callback.on_train_batch_start(trainer, module, None, step)
         callback.on_train_batch_end(trainer, module, torch.tensor(1.0), None, step)
-    assert seen == []  # nothing was timed while the steps ran
+    assert len(seen) == 1  # nothing was timed while the steps ran
     callback.on_train_end(trainer, module)
     callback.teardown(trainer, module, "fit")
-    # once, with every window closed: 110 float32 parameters of the Linear layer
-    assert seen == [(False, 2, 440, 4)]
+    # and once more, with every window closed
+    assert seen == [(False, 0, 440, 4), (False, 2, 440, 4)]
     (mine,) = callback.ranks
-    assert mine.allreduce_ms == 1.5 and mine.allreduce_bytes == 440
+    assert mine.allreduce_ms == mine.allreduce_before_ms == 1.5 and mine.allreduce_bytes == 440
 
 
 def test_a_single_rank_or_comm_iters_0_times_nothing(monkeypatch):
@@ -119,9 +147,10 @@ def test_a_single_rank_or_comm_iters_0_times_nothing(monkeypatch):
         trainer, module = _Trainer(), torch.nn.Linear(2, 2)
         trainer.world_size = world
         callback.setup(trainer, module, "fit")
+        callback.on_train_start(trainer, module)
         for step in range(callback.timer.total_steps):
             callback.on_train_batch_start(trainer, module, None, step)
             callback.on_train_batch_end(trainer, module, torch.tensor(1.0), None, step)
         callback.on_train_end(trainer, module)
         callback.teardown(trainer, module, "fit")
-        assert callback.ranks[0].allreduce_ms is None
+        assert callback.ranks[0].allreduce_ms is None and callback.ranks[0].allreduce_before_ms is None

@@ -56,6 +56,17 @@ def test_the_table_shows_the_columns_with_a_dash_where_a_point_has_none(rows):
                                          "100.0 GB/s, 0.50 ms of it exposed per step (75% hidden)"]
 
 
+def test_a_point_whose_network_changed_under_it_says_so_in_its_scaling_line():
+    moved = {**row(2, 1e3 * 512 / (51.2 + 0.5), allreduce=2.0, busbw=100.0), "allreduce_before_ms": 1.2,
+             "network_changed": True}
+    _, two = add_scaling([row(1, 5000.0), moved])
+    assert scaling_lines([two]) == ["resnet50 amp bs256, 2 GPUs: 99.0% scaling; all-reduce 2.00 ms at 100.0 GB/s "
+                                    "(1.20 ms before the warm-up: the network changed under it), 0.50 ms of it "
+                                    "exposed per step (75% hidden)"]
+    _, held = add_scaling([row(1, 5000.0), {**moved, "network_changed": False}])
+    assert "before the warm-up" not in scaling_lines([held])[0]
+
+
 def test_one_device_sweeps_have_no_communication_columns():
     rows = add_scaling([row(1, 5000.0), {**row(1, 5100.0), "batch_per_gpu": 512}])
     header = report.markdown(rows).splitlines()[0]

@@ -58,3 +58,26 @@ def test_a_run_that_waited_for_its_batches_says_it_is_input_bound(compose_cfg):
     assert "input-bound" in header
     rows[0]["input_bound"] = "no"  # no point bounded by its input: no column
     assert "input-bound" not in report.markdown(rows)
+
+
+def test_a_run_whose_network_changed_says_so_in_its_headline_and_tag(compose_cfg):
+    """Two ranks that timed their all-reduce before the warm-up and after the windows: a change of a
+    third, a sixth of a step, is named in the headline and tagged; a steady network is tagged false."""
+    import dataclasses
+
+    from rn50.results.summary import headline
+
+    cfg = compose_cfg(["bench.warmup_steps=1", "bench.steps=4", "bench.repeats=1"])
+    options = Options.of(cfg)
+
+    def run(before_ms, after_ms):
+        ranks = [dataclasses.replace(rank_zero(4, 0.09, 256), rank=k, allreduce_bytes=102_000_000,
+                                     allreduce_ms=after_ms, allreduce_before_ms=before_ms) for k in (0, 1)]
+        return summarize(cfg, ranks, 0.0, 10.0, options)
+
+    moved, held = run(43.9, 58.3), run(50.0, 51.0)
+    assert moved.metrics["comm/allreduce_change_pct"] == pytest.approx(100 * (58.3 - 43.9) / 43.9)
+    assert (moved.tags["network_changed"], held.tags["network_changed"]) == ("true", "false")
+    assert "; the network changed during the run: the all-reduce took 43.90 ms before the warm-up and 58.30 ms " \
+        "after the windows (+32.8%)" in headline("amp-1n2g", moved.metrics)
+    assert "network changed" not in headline("amp-1n2g", held.metrics)
