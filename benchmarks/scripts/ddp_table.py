@@ -20,19 +20,18 @@ def row(path: Path) -> dict:
     """One case's figures, from the bare loop's JSON line or rn50's summary.json."""
     d = json.loads(path.read_text() or "{}")
     transport, gpus, what, *rest = path.stem.split("-")
-    common = dict(case=path.stem, key=(transport, gpus, "-".join(rest)), what=what, gpus=int(gpus), start=None)
+    # the keys the bare loop's JSON line and rn50's summary.json share
+    common = dict(case=path.stem, key=(transport, gpus, "-".join(rest)), what=what, gpus=int(gpus), start=None,
+                  comm=d.get("profile/comm_ms_per_step"), exposed=d.get("profile/comm_exposed_ms_per_step"),
+                  allreduce=d.get("comm/allreduce_ms"), before=d.get("comm/allreduce_before_ms"),
+                  busbw=d.get("comm/busbw_GBps"), lead=d.get("host/lead_median_ms"),
+                  bound=d.get("host/bound_steps_pct"), transport=d.get("transport"))
     if "baseline" in d:
         return dict(common, ips=d["images_per_sec"], first=d.get("loss_first"), last=d.get("loss_last"),
-                    skipped=d.get("skipped_steps_window"), comm=d.get("profile/comm_ms_per_step"),
-                    exposed=d.get("profile/comm_exposed_ms_per_step"), allreduce=d.get("comm/allreduce_ms"),
-                    before=d.get("comm/allreduce_before_ms"), busbw=d.get("comm/busbw_GBps"), lead=d.get("host/lead_median_ms"),
-                    bound=d.get("host/bound_steps_pct"), gc=None, transport=d.get("transport"))
+                    skipped=d.get("skipped_steps_window"), gc=None)
     return dict(common, ips=d.get("throughput/images_per_sec"), first=d.get("train/loss_first"),
-                last=d.get("train/loss_last"), skipped=d.get("train/skipped_steps_window"),
-                comm=d.get("profile/comm_ms_per_step"), exposed=d.get("profile/comm_exposed_ms_per_step"),
-                allreduce=d.get("comm/allreduce_ms"), before=d.get("comm/allreduce_before_ms"),
-                busbw=d.get("comm/busbw_GBps"), lead=d.get("host/lead_median_ms"), bound=d.get("host/bound_steps_pct"), gc=d.get("host/gc_ms"),
-                transport=d.get("transport"), start=first_measured_s(d))
+                last=d.get("train/loss_last"), skipped=d.get("train/skipped_steps_window"), gc=d.get("host/gc_ms"),
+                start=first_measured_s(d))
 
 
 def first_measured_s(summary: dict):
@@ -83,8 +82,8 @@ def main(outs: list) -> None:
     bare = {(r["key"], shape(r["what"])): r["ips"] for r in rows if r["what"].startswith("bare") and r["ips"]}
     one_gpu = {settings(r["key"]): r["ips"] for r in rows if r["what"] == "rn50" and r["gpus"] == 1 and r["ips"]}
     print("| case | images/sec | rn50 / bare | x GPUs x 1 GPU | loss first -> last | skipped in window | comm ms/step "
-          "| exposed ms/step | all-reduce ms (before the warm-up -> after the windows) | busbw GB/s | host lead ms | host-bound steps % | gc ms "
-          "| start to first measured s |")
+          "| exposed ms/step | all-reduce ms (before the warm-up -> after the windows) | busbw GB/s | host lead ms "
+          "| host-bound steps % | gc ms | start to first measured s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         ref = own = None
@@ -92,7 +91,9 @@ def main(outs: list) -> None:
             own = bare.get((r["key"], shape(r["what"])))
             ref = own or bare.get((r["key"], None))  # an NxM case without its bareNxM: the bare loop on one node
         ratio = fmt(r["ips"] / ref, ".4f") + ("" if own else " (bare on 1 node)") if r["ips"] and ref else "-"
-        allreduce = fmt(r["allreduce"], ".2f") if not r["before"] else f"{r['before']:.2f} -> {fmt(r['allreduce'], '.2f')}"
+        allreduce = fmt(r["allreduce"], ".2f")
+        if r["before"]:
+            allreduce = f"{r['before']:.2f} -> {allreduce}"
         print(f"| {r['case']} | {fmt(r['ips'])} | {ratio} | {fmt(scaling(r, one_gpu), '.4f')} | "
               f"{fmt(r['first'], '.3g')} -> {fmt(r['last'], '.3g')} | {fmt(r['skipped'], '.0f')} | "
               f"{fmt(r['comm'], '.2f')} | {fmt(r['exposed'], '.2f')} | {allreduce} | "

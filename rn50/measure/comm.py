@@ -24,10 +24,10 @@ from typing import Iterable, Mapping, Optional
 NCCL_LOG_ENV = "RN50_NCCL_LOG"  # where this process's NCCL INFO log goes, when rn50 asked for one
 # NCCL's words for a channel's transport, as its INFO log writes them: P2P, SHM, NET/Socket, NET/IB, ...
 VIA = re.compile(r" via (P2P|SHM|NET/[A-Za-z]+|COLLNET\w*|NVLS\w*)")
-# The network changed under a run when its all-reduce took this much longer or shorter after the windows
-# than before the warm-up, and the difference was this share of a step or more: NCCL on sockets over
-# loopback moved by a third within minutes (43.9 to 58.3 ms, docs/benchmarks.md, twentieth session),
-# where NVLink's 0.4 to 0.5 ms moves by a far smaller share of a step.
+# The network changed under a run when its all-reduce took over this much longer or shorter after the
+# windows than before the warm-up, and the difference was over this share of a step: NCCL on sockets over
+# loopback took 43.9 to 58.3 ms across six runs of one call, minutes apart (docs/benchmarks.md, twentieth
+# session), where NVLink's 0.4 to 0.5 ms moves by a far smaller share of a step.
 NETWORK_CHANGE_PCT = 20.0
 NETWORK_CHANGE_STEP_PCT = 2.0
 
@@ -42,18 +42,26 @@ def change_pct(before_ms: float, after_ms: float) -> float:
     return 100.0 * (after_ms - before_ms) / before_ms
 
 
-def network_change_note(metrics: Mapping[str, float]) -> str:
-    """'the network changed during the run: the all-reduce took 43.9 ms before the warm-up and 58.3 ms after
-    the windows (+32.8%), 16.7% of a step', or '' (a run whose network held, or with one timing)."""
+def network_changed(metrics: Mapping[str, float]) -> Optional[bool]:
+    """Whether the all-reduce after the windows differs from the one before the warm-up by over
+    NETWORK_CHANGE_PCT and over NETWORK_CHANGE_STEP_PCT of a step; None where a run has not both."""
     before, after = metrics.get("comm/allreduce_before_ms"), metrics.get("comm/allreduce_ms")
     step = metrics.get("step_time/median_ms")
     if not before or not after or not step:
+        return None
+    return (abs(change_pct(before, after)) > NETWORK_CHANGE_PCT
+            and 100.0 * abs(after - before) / step > NETWORK_CHANGE_STEP_PCT)
+
+
+def network_change_note(metrics: Mapping[str, float]) -> str:
+    """'the network changed during the run: the all-reduce took 43.90 ms before the warm-up and 58.30 ms
+    after the windows (+32.8%), 16.0% of a step', or '' (a run whose network held, or with one timing)."""
+    if not network_changed(metrics):
         return ""
-    pct, of_step = change_pct(before, after), 100.0 * abs(after - before) / step
-    if abs(pct) < NETWORK_CHANGE_PCT or of_step < NETWORK_CHANGE_STEP_PCT:
-        return ""
+    before, after = metrics["comm/allreduce_before_ms"], metrics["comm/allreduce_ms"]
+    of_step = 100.0 * abs(after - before) / metrics["step_time/median_ms"]
     return (f"the network changed during the run: the all-reduce took {before:.2f} ms before the warm-up and "
-            f"{after:.2f} ms after the windows ({pct:+.1f}%), {of_step:.1f}% of a step")
+            f"{after:.2f} ms after the windows ({change_pct(before, after):+.1f}%), {of_step:.1f}% of a step")
 
 
 def log_transports() -> None:

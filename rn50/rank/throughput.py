@@ -43,7 +43,7 @@ class ThroughputCallback(pl.Callback):
         # What else ran beside the windows (rn50/measure/host.py): host-wide and own CPU seconds, GPU pids.
         self._host_s = self._own_s = None
         self._gpu_pids: set = set()
-        self._allreduce_before_ms: Optional[float] = None  # timed before the first step
+        self._allreduce_before_ms: Optional[float] = None  # timed before the data loaders start
 
     def setup(self, trainer, pl_module, stage):
         gc.callbacks.append(self.collections)
@@ -52,9 +52,10 @@ class ThroughputCallback(pl.Callback):
             self.sampler = nvml.Sampler(lambda: nvml.read(handle), self.interval_s,
                                         energy_counter=lambda: nvml.energy_mj(handle))
 
-    def on_train_start(self, trainer, pl_module):
-        # Before the first step (and its compile): the network as the run found it, to set beside the
-        # figure timed after the windows.
+    def on_fit_start(self, trainer, pl_module):
+        # The network as the run found it, to set beside the figure timed after the windows: once DDP is
+        # built, before the first step and its compile, and before Lightning starts the data loaders
+        # (on_train_start comes after), whose start would load the host as the after-probe's does not.
         self._allreduce_before_ms = self._allreduce_ms(trainer, pl_module)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):

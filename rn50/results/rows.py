@@ -113,7 +113,7 @@ def row(run) -> Dict:
         "transport": t.get("comm_transport"),
         # the same all-reduce before the first step, and whether the network moved under the point by then
         "allreduce_before_ms": m.get("comm/allreduce_before_ms"),
-        "network_changed": bool(comm.network_change_note(m)) if "comm/allreduce_before_ms" in m else None,
+        "network_changed": comm.network_changed(m),
         # NVML's over the windows: the devices' mean, and the slowest device's (the mean where one device ran)
         "sm_clock_mhz": m.get("gpu/sm_clock_mhz"), "sm_clock_mhz_min": m.get("gpu/sm_clock_mhz_min"),
         "gpu_utilization_pct": m.get("gpu/utilization_pct"), "data_wait_pct": m.get("data/wait_pct"),

@@ -66,8 +66,9 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float, optio
         tags.update(said)
         if "data/wait_pct" in metrics:
             tags["input_bound"] = str(timing.input_bound(metrics)).lower()
-        if "comm/allreduce_before_ms" in metrics:
-            tags["network_changed"] = str(bool(comm.network_change_note(metrics))).lower()
+        changed = comm.network_changed(metrics)
+        if changed is not None:
+            tags["network_changed"] = str(changed).lower()
     transport = comm.joined(r.transport for r in ranks)
     if transport:
         tags["comm_transport"] = transport

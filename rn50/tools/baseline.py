@@ -138,8 +138,13 @@ def main(argv=None) -> dict:
                    compile_mode=args.compile_mode if args.compile else None, loss_scale=args.loss_scale,
                    ddp=world > 1, broadcast_buffers=args.broadcast_buffers)
     train = None  # the step, where the loop trains (not --decode-only)
+    if not args.decode_only:
+        # With --data-root the head has an output per class folder, as rn50's runs size it (model.num_classes=null).
+        head = {} if args.data_root is None else dict(num_classes=cfg.model.num_classes)
+        train = build_train_step(args.arch, args.precision, device, **options, **head)
+    # The network as the loop found it, before its input starts (DALI's iterator prefetches as it is made).
+    before_ms = slowest_allreduce_ms(train, args, device, world)
     if args.data_root is None:  # one device-resident batch, as data=synthetic
-        train = build_train_step(args.arch, args.precision, device, **options)
         images, labels = train.batch(args.batch_size)
         step = lambda: train(images, labels)  # noqa: E731
     else:
@@ -147,14 +152,7 @@ def main(argv=None) -> dict:
             batches = dali_batches(cfg, pipeline, device, int(os.environ.get("RANK", 0)), world)
         except Exception as exc:  # the pipeline cannot start (no files, bad device), named as rn50 names it
             p.error(one_line(exc))
-        if args.decode_only:
-            step = lambda: next(batches)  # noqa: E731
-        else:
-            # The head has an output per class folder, as rn50's runs size it (model.num_classes=null).
-            train = build_train_step(args.arch, args.precision, device, **options, num_classes=cfg.model.num_classes)
-            step = lambda: train(*next(batches))  # noqa: E731
-
-    before_ms = slowest_allreduce_ms(train, args, device, world)  # the network as the loop found it
+        step = (lambda: next(batches)) if args.decode_only else (lambda: train(*next(batches)))  # noqa: E731
     energy = energy_counter(device)
     rates, joules, edge_losses = [], [], []
     mj0 = None  # the energy counter where the open window started

@@ -63,12 +63,17 @@ def test_sweep_reports_every_point_and_runs_the_right_processes_once(tmp_path):
             # two gloo ranks timed their gradients' all-reduce after their windows
             assert float(r["allreduce_ms"]) > 0 and float(r["busbw_GBps"]) > 0 and r["transport"] == "gloo"
             assert float(r["comm_exposed_ms"]) >= 0 and 0 <= float(r["comm_hidden_pct"]) <= 100
-    assert len(json.loads((sweep_dir / "sweep_report.json").read_text())) == 4
+    report_rows = json.loads((sweep_dir / "sweep_report.json").read_text())
+    assert len(report_rows) == 4
+    # whether the network changed between the all-reduce before the first step and the one after the windows
+    for r in report_rows:  # two ranks timed both; one rank timed neither
+        assert r["network_changed"] in ((None,) if r["gpus"] == 1 else (True, False)), r
     table = (sweep_dir / "sweep_report.md").read_text().splitlines()
     assert len(table) == 11 and "images/sec median" in table[0] and table[-1].startswith("sweep wall time")
     assert "| all-reduce ms |" in table[0] and "| transport |" in table[0]
     scaling = [line for line in table if line.startswith("- resnet18")]
-    assert len(scaling) == 2 and all(" 2 CPU processes: " in line and " GB/s over gloo, " in line for line in scaling)
+    # (a busy 2-core host can move gloo's all-reduce enough that the line names a change: "over gloo (...), ")
+    assert len(scaling) == 2 and all(" 2 CPU processes: " in line and " GB/s over gloo" in line for line in scaling)
     for png in ("throughput_vs_batch.png", "speedup_vs_gpus.png"):
         assert (sweep_dir / png).read_bytes()[:4] == b"\x89PNG"
 
