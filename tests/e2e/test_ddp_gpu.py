@@ -37,8 +37,9 @@ def test_rn50s_ddp_step_is_as_fast_as_plain_ddp(tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     ratio = summary["throughput/images_per_sec"] / reference["images_per_sec"]
     print(f"rn50 {summary['throughput/images_per_sec']:.1f} / bare {reference['images_per_sec']:.1f} = {ratio:.4f}; "
-          f"all-reduce {summary['comm/allreduce_ms']:.2f} ms at {summary['comm/busbw_GBps']:.1f} GB/s over "
-          f"{summary.get('transport')} (the bare loop's: {reference['comm/allreduce_ms']:.2f} ms over "
+          f"all-reduce {summary['comm/allreduce_before_ms']:.2f} ms before, {summary['comm/allreduce_ms']:.2f} ms "
+          f"after at {summary['comm/busbw_GBps']:.1f} GB/s over {summary.get('transport')} (the bare loop's: "
+          f"{reference['comm/allreduce_before_ms']:.2f}, {reference['comm/allreduce_ms']:.2f} ms over "
           f"{reference.get('transport')})")
     assert summary["train/loss_last"] < summary["train/loss_first"] and summary["train/skipped_steps_window"] == 0
     assert summary["comm/allreduce_ms"] > 0 and summary.get("transport")
