@@ -6,6 +6,7 @@ and the faults a run must survive: a node's ranks killed while measuring, and a 
 
 import csv
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from helpers import ROOT, TINY, netns
+from helpers import ROOT, TESTS, TINY, netns
 from helpers.digits import DIGITS_RUN, write_digits
 from helpers.slurm_cluster import start_held, wait_until_held
 from helpers.store import empty_store_in, runs_in
@@ -202,3 +203,30 @@ def test_two_torchrun_nodes_on_two_network_stacks(tmp_path):
     assert [(r["rank"], r["node_rank"]) for r in ranks] == [("0", "0"), ("1", "1")]
     assert sorted(r["hostname"] for r in ranks) == ["node1", "node2"]
     assert all(float(r["process_cpu_pct"]) > 0 for r in ranks)
+
+
+def test_a_run_whose_network_slows_under_it_says_so(tmp_path):
+    """Two torchrun nodes on two network stacks, whose links are held to 1 Gbit/s as the measured windows
+    begin (helpers.slow_network, tc's token bucket): the all-reduce timed after the windows is slower than
+    the one timed before the first step, and the run says the network changed."""
+    if shutil.which("tc") is None:
+        pytest.skip("tc (iproute2) is needed to slow the test network's links")
+    with netns.network_of(["node1", "node2"]) as net:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)]),
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # torchrun
+        printed = subprocess.run([sys.executable, "-m", "rn50", *words(TORCHRUN_DRY_RUN), *TINY], cwd=tmp_path,
+                                 env=env, capture_output=True, text=True)
+        assert printed.returncode == 0, printed.stderr[-2000:]
+        command = next(line.split(": ", 1)[1] for line in printed.stdout.splitlines() if line.startswith("node 0"))
+        command = command.replace(" dry_run=true", "") + " profiler._target_=helpers.slow_network.SlowNetwork"
+        empty_store_in(tmp_path)
+        nodes = [subprocess.Popen(net.argv(host, ["sh", "-c", command]), cwd=tmp_path, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for host in ("node1", "node2")]
+        outputs = [node.communicate()[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+    (run,) = runs_in(tmp_path)
+    m = run.data.metrics
+    assert run.info.status == "FINISHED" and run.data.tags["network_changed"] == "true", m
+    assert m["comm/allreduce_ms"] > m["comm/allreduce_before_ms"] * 1.2
+    assert any("the network changed during the run: the all-reduce took " in out for out in outputs)
