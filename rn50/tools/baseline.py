@@ -142,7 +142,7 @@ def main(argv=None) -> dict:
         # With --data-root the head has an output per class folder, as rn50's runs size it (model.num_classes=null).
         head = {} if args.data_root is None else dict(num_classes=cfg.model.num_classes)
         train = build_train_step(args.arch, args.precision, device, **options, **head)
-    # The network as the loop found it, before its input starts (DALI's iterator prefetches as it is made).
+    # The network as the loop found it, before its input starts (making DALI's iterator starts its threads).
     before_ms = slowest_allreduce_ms(train, args, device, world)
     if args.data_root is None:  # one device-resident batch, as data=synthetic
         images, labels = train.batch(args.batch_size)

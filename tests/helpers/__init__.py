@@ -17,6 +17,7 @@ This module imports nothing heavy, so such a process pays nothing for it.
   helpers.slurm_cluster    real SLURM clusters and their session fixtures (tests/conftest.py takes them)
   helpers.tiny_module      the smallest Lightning module that trains
   helpers.slow_steps       a profiler that makes steps slow on purpose, for a `python -m rn50` run
+  helpers.slow_network     a profiler that slows its test host's link as the windows begin (tc), for the same
 """
 from pathlib import Path
 
