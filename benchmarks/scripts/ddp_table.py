@@ -1,9 +1,9 @@
 """The table of benchmarks/scripts/ddp_gpu.sh: every case's images/sec, its proof that it trained, its
-communication (each run's all-reduce of its gradients timed alone after its windows, rn50's or the bare
-loop's: where two runs' differ, the network moved between them), rn50 / bare where the same transport,
+communication (each run's all-reduce of its gradients timed alone before its warm-up and after its windows,
+rn50's or the bare loop's: where they differ, the network moved), rn50 / bare where the same transport,
 GPU count and settings have both (for rn50 as torchrun "nodes", NxM, the bare loop as the same nodes, bareNxM,
-where the call ran it), an rn50 case's scaling against the 1-GPU rn50 case of the same
-transport and settings (images/sec / (GPUs x the 1-GPU figure)), and an rn50 run's seconds from its start
+where the call ran it), a case's scaling against the 1-GPU case of its kind (rn50's or the bare loop's) with the
+same transport and settings (images/sec / (GPUs x the 1-GPU figure)), and an rn50 run's seconds from its start
 to its first measured step (time/startup_s + time/warmup_s: issue 42's 60 s for a second compiled run).
 Several OUTDIRs make one table, as when a case's reference ran in another call on the same machine.
 
@@ -44,9 +44,10 @@ def fmt(value, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-# Words of a case's name that are no setting of its 1-GPU reference: RUN=2, which only renames a second run,
-# and model.compile_ddp, which changes nothing on one GPU (no DDP).
-NOT_SETTINGS = (r"run_2", r"model_compile_ddp_[a-z]+_[a-z]+")
+# Words of a case's name that are no setting of its 1-GPU reference: RUN=N, which only renames another run,
+# CUDA_VISIBLE_DEVICES, which only picks the GPU a 1-GPU case ran on, and rn50's model.compile_ddp or the bare
+# loop's compile_ddp, which change nothing on one GPU (no DDP).
+NOT_SETTINGS = (r"run_\d+", r"cuda_visible_devices(?:_\d+)+", r"(?:model_)?compile_ddp_[a-z]+_[a-z]+")
 
 
 def settings(key: tuple) -> tuple:
@@ -57,10 +58,16 @@ def settings(key: tuple) -> tuple:
     return key[0], words
 
 
+def kind(r: dict) -> str:
+    """"bare" for the bare loop's cases (one node or NxM), "rn50" for rn50's."""
+    return "bare" if r["what"].startswith("bare") else "rn50"
+
+
 def scaling(r: dict, one_gpu: dict):
-    """An rn50 case's images/sec against GPUs x its 1-GPU case's (same transport and settings)."""
-    base = one_gpu.get(settings(r["key"]))
-    return r["ips"] / (r["gpus"] * base) if r["what"] == "rn50" and r["gpus"] > 1 and r["ips"] and base else None
+    """A case's images/sec against GPUs x the 1-GPU case of its kind's (same transport and settings): rn50's
+    against rn50's, the bare loop's against the bare loop's."""
+    base = one_gpu.get((kind(r), settings(r["key"])))
+    return r["ips"] / (r["gpus"] * base) if r["gpus"] > 1 and r["ips"] and base else None
 
 
 def shape(what: str):
@@ -73,14 +80,14 @@ def shape(what: str):
 
 def main(outs: list) -> None:
     """With several OUTDIRs each case is named OUTDIR/CASE, and where a reference (a bare case, a 1-GPU
-    rn50 case) is in more than one, the last OUTDIR's is used."""
+    case) is in more than one, the last OUTDIR's is used."""
     paths = [p for out in outs for p in sorted(Path(out).glob("*.json")) if p.stat().st_size]
     rows = [row(p) for p in paths]
     if len(outs) > 1:
         for r, p in zip(rows, paths):
             r["case"] = f"{p.parent.name}/{r['case']}"
     bare = {(r["key"], shape(r["what"])): r["ips"] for r in rows if r["what"].startswith("bare") and r["ips"]}
-    one_gpu = {settings(r["key"]): r["ips"] for r in rows if r["what"] == "rn50" and r["gpus"] == 1 and r["ips"]}
+    one_gpu = {(kind(r), settings(r["key"])): r["ips"] for r in rows if r["gpus"] == 1 and r["ips"]}
     print("| case | images/sec | rn50 / bare | x GPUs x 1 GPU | loss first -> last | skipped in window | comm ms/step "
           "| exposed ms/step | all-reduce ms (before the warm-up -> after the windows) | busbw GB/s | host lead ms "
           "| host-bound steps % | gc ms | start to first measured s |")
