@@ -19,7 +19,7 @@ import contextlib
 import os
 import re
 import tempfile
-from typing import Iterable, Mapping, Optional
+from typing import Dict, Iterable, Mapping, Optional
 
 NCCL_LOG_ENV = "RN50_NCCL_LOG"  # where this process's NCCL INFO log goes, when rn50 asked for one
 # NCCL's words for a channel's transport, as its INFO log writes them: P2P, SHM, NET/Socket, NET/IB, ...
@@ -35,6 +35,17 @@ NETWORK_CHANGE_STEP_PCT = 2.0
 def bus_bandwidth_GBps(nbytes: float, ms: float, world: int) -> float:
     """nccl-tests' bus bandwidth of an all-reduce: algorithm bandwidth (bytes / time) x 2(n-1)/n."""
     return nbytes / (ms / 1e3) * 2 * (world - 1) / world / 1e9
+
+
+def allreduce_metrics(ms: float, before_ms: Optional[float], nbytes: int, world: int) -> Dict[str, float]:
+    """A run's comm/ metrics from its slowest rank's all-reduce after the windows (ms) and before the warm-up
+    (before_ms, None where it was not timed), of nbytes over world ranks: rn50's runs and the bare loop's."""
+    metrics = {"comm/allreduce_ms": ms, "comm/busbw_GBps": bus_bandwidth_GBps(nbytes, ms, world),
+               "comm/gradient_MB": nbytes / 1e6}
+    if before_ms:  # the network as the run found it, and how much it moved by the end
+        metrics["comm/allreduce_before_ms"] = before_ms
+        metrics["comm/allreduce_change_pct"] = change_pct(before_ms, ms)
+    return metrics
 
 
 def change_pct(before_ms: float, after_ms: float) -> float:

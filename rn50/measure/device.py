@@ -77,7 +77,6 @@ def allreduce_ms(nbytes: int, device: torch.device, iters: int) -> float:
     return (time.perf_counter() - t0) * 1e3 / iters
 
 
-
 def transport(device_type: str, handle) -> Optional[str]:
     """The transport this process's all-reduces took: NCCL's channels as its log names them
     (rn50/measure/comm.py; P2P as NVLink or PCIe where the NVML handle tells), or off CUDA the

@@ -127,19 +127,14 @@ def figures(cfg, ranks: List[RankResult], math_mode: str) -> Dict[str, float]:
 
 
 def communication(ranks: List[RankResult]) -> Dict[str, float]:
-    """comm/allreduce_ms (the slowest rank's, as a window is), comm/busbw_GBps and comm/gradient_MB of a
+    """comm/allreduce_ms (the slowest rank's, as a window is), comm/busbw_GBps, comm/gradient_MB and, where
+    the ranks timed it before the first step too, comm/allreduce_before_ms and comm/allreduce_change_pct, of a
     run whose ranks timed their gradients' all-reduce; nothing for one rank."""
     timed = [r.allreduce_ms for r in ranks if r.allreduce_ms]
     if len(ranks) < 2 or not timed:
         return {}
-    ms, nbytes = max(timed), ranks[0].allreduce_bytes
-    metrics = {"comm/allreduce_ms": ms, "comm/busbw_GBps": comm.bus_bandwidth_GBps(nbytes, ms, len(ranks)),
-               "comm/gradient_MB": nbytes / 1e6}
     before = [r.allreduce_before_ms for r in ranks if r.allreduce_before_ms]
-    if before:  # the network as the run found it, and how much it moved by the end
-        metrics["comm/allreduce_before_ms"] = max(before)
-        metrics["comm/allreduce_change_pct"] = comm.change_pct(max(before), ms)
-    return metrics
+    return comm.allreduce_metrics(max(timed), max(before) if before else None, ranks[0].allreduce_bytes, len(ranks))
 
 
 def contention(ranks: List[RankResult]) -> tuple:

@@ -236,13 +236,10 @@ def communication(train, args, device: torch.device, world: int, before_ms: Opti
     ms = slowest_allreduce_ms(train, args, device, world)
     if ms is None:
         return {}
-    nbytes = gradient_bytes(train.net)
     every = [None] * world  # each rank's log names only its own channels: joined, as a run's ranks are
     handle = nvml_handle(device) if device.type == "cuda" else None
     torch.distributed.all_gather_object(every, transport(device.type, handle))
-    return {"comm/allreduce_ms": ms, "comm/busbw_GBps": comm.bus_bandwidth_GBps(nbytes, ms, world),
-            "comm/allreduce_before_ms": before_ms, "comm/allreduce_change_pct": comm.change_pct(before_ms, ms),
-            "comm/gradient_MB": nbytes / 1e6, "transport": comm.joined(every)}
+    return {**comm.allreduce_metrics(ms, before_ms, gradient_bytes(train.net), world), "transport": comm.joined(every)}
 
 
 def profiled(step, args, device) -> dict:
