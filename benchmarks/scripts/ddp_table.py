@@ -4,7 +4,10 @@ rn50's or the bare loop's: where they differ, the network moved), rn50 / bare wh
 GPU count and settings have both (for rn50 as torchrun "nodes", NxM, the bare loop as the same nodes, bareNxM,
 where the call ran it), a case's scaling against the 1-GPU case of its kind (rn50's or the bare loop's) with the
 same transport and settings (images/sec / (GPUs x the 1-GPU figure)), and an rn50 run's seconds from its start
-to its first measured step (time/startup_s + time/warmup_s: issue 42's 60 s for a second compiled run).
+to its first measured step (time/startup_s + time/warmup_s: issue 42's 60 s for a second compiled run), and an rn50
+run's slowest GPU's mean SM clock over the windows (gpu/sm_clock_mhz_min; the bare loop reads no clock): a GPU
+at its power limit clocks lower, DDP waits for the slowest rank, and a 1-GPU reference on another card may have
+clocked higher.
 Several OUTDIRs make one table, as when a case's reference ran in another call on the same machine.
 
     python benchmarks/scripts/ddp_table.py OUTDIR [OUTDIR...]
@@ -25,7 +28,8 @@ def row(path: Path) -> dict:
                   comm=d.get("profile/comm_ms_per_step"), exposed=d.get("profile/comm_exposed_ms_per_step"),
                   allreduce=d.get("comm/allreduce_ms"), before=d.get("comm/allreduce_before_ms"),
                   busbw=d.get("comm/busbw_GBps"), lead=d.get("host/lead_median_ms"),
-                  bound=d.get("host/bound_steps_pct"), transport=d.get("transport"))
+                  bound=d.get("host/bound_steps_pct"), transport=d.get("transport"),
+                  clock=d.get("gpu/sm_clock_mhz_min"))
     if "baseline" in d:
         return dict(common, ips=d["images_per_sec"], first=d.get("loss_first"), last=d.get("loss_last"),
                     skipped=d.get("skipped_steps_window"), gc=None)
@@ -90,8 +94,8 @@ def main(outs: list) -> None:
     one_gpu = {(kind(r), settings(r["key"])): r["ips"] for r in rows if r["gpus"] == 1 and r["ips"]}
     print("| case | images/sec | rn50 / bare | x GPUs x 1 GPU | loss first -> last | skipped in window | comm ms/step "
           "| exposed ms/step | all-reduce ms (before the warm-up -> after the windows) | busbw GB/s | host lead ms "
-          "| host-bound steps % | gc ms | start to first measured s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| host-bound steps % | gc ms | start to first measured s | slowest GPU's SM clock MHz |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         ref = own = None
         if not r["what"].startswith("bare"):
@@ -104,7 +108,8 @@ def main(outs: list) -> None:
         print(f"| {r['case']} | {fmt(r['ips'])} | {ratio} | {fmt(scaling(r, one_gpu), '.4f')} | "
               f"{fmt(r['first'], '.3g')} -> {fmt(r['last'], '.3g')} | {fmt(r['skipped'], '.0f')} | "
               f"{fmt(r['comm'], '.2f')} | {fmt(r['exposed'], '.2f')} | {allreduce} | "
-              f"{fmt(r['busbw'])} | {fmt(r['lead'])} | {fmt(r['bound'])} | {fmt(r['gc'])} | {fmt(r['start'])} |")
+              f"{fmt(r['busbw'])} | {fmt(r['lead'])} | {fmt(r['bound'])} | {fmt(r['gc'])} | {fmt(r['start'])} | "
+              f"{fmt(r['clock'], '.0f')} |")
 
 
 if __name__ == "__main__":
