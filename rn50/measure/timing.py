@@ -119,6 +119,31 @@ class WindowTimer:
         return leads
 
 
+# A rank's start, stage by stage, each named for what ended with it (ThroughputCallback and measure_rank mark them):
+# ranks: the rank's process started, imported torch and Lightning and made its CUDA context (a rank of rn50's
+# pool that started with the run: one still warm from an earlier run of a sweep, or one started by torchrun or
+# SLURM, which is the command itself, has none); launch: until the rank holds its run (the launcher's side: Hydra,
+# the MLflow run; all of the command's start where there is no ranks stage); build: the CUDA device, the inductor cache, the batch search, the model and the Trainer; setup: Lightning's
+# process group and accelerator; ddp: the model moved and wrapped (DDP's parameter broadcast); probe: the
+# all-reduce timed before the first step; data: the data loaders or pipeline started; first: to the first batch
+# in hand. Their sum is time/startup_s.
+STARTUP_STAGES = ("ranks", "launch", "build", "setup", "ddp", "probe", "data", "first")
+
+
+def startup_stages(started_at: float, reached: Mapping[str, float], first_step_at: float) -> Dict[str, float]:
+    """time/startup_<stage>_s: the seconds between consecutive stages a rank marked (reached: stage -> the
+    wall-clock time it ended, None where it has none, for all but the last, which ends at the first step), from
+    the command's start (started_at). A stage the rank did not mark, or ended before the one before it (a warm
+    rank, ready before the run began), joins the next one."""
+    metrics, last = {}, started_at
+    ends = {**reached, STARTUP_STAGES[-1]: first_step_at}
+    for stage in STARTUP_STAGES:
+        if ends.get(stage) is not None and ends[stage] >= last:
+            metrics[f"time/startup_{stage}_s"] = ends[stage] - last
+            last = ends[stage]
+    return metrics
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile, q in [0, 100]."""
     ordered = sorted(values)

@@ -55,6 +55,7 @@ def run_rank(cfg, out: Path, options: Optional[Options] = None) -> Optional[List
     """This process's rank of the run; rank 0 returns every rank's result, the others None.
     The run's options are built here, once (or handed in by a launcher that built them), and
     handed to what uses them."""
+    received = time.time()  # the start's launch stage ends: this rank holds its run (rn50/measure/timing.py)
     options = options or Options.of(cfg)
     peers.use_interface(cfg)  # before any process group starts (batch search's, Lightning's)
     if cfg.dist.accelerator == Accelerator.gpu:
@@ -67,13 +68,14 @@ def run_rank(cfg, out: Path, options: Optional[Options] = None) -> Optional[List
         if cfg.train.name == TrainName.accuracy:
             results = training.run_rank(cfg, out, options)
         else:
-            results = measure_rank(cfg, out, options)
+            results = measure_rank(cfg, out, options, received)
     warm_compile.remember(cfg)  # its graphs compiled and ran: the next run loads them in-process
     return results
 
 
-def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]:
-    """A throughput run's rank: warm-up, the timed windows, then the profilers."""
+def measure_rank(cfg, out: Path, options: Options, received: float) -> Optional[List[RankResult]]:
+    """A throughput run's rank: warm-up, the timed windows, then the profilers. received: when the rank got
+    its run (time.time()), the end of its start's first stage."""
     global _batch_chosen
     device_type = "cuda" if cfg.dist.accelerator == Accelerator.gpu else "cpu"
     set_math_mode(options.precision.tf32)
@@ -93,6 +95,7 @@ def measure_rank(cfg, out: Path, options: Options) -> Optional[List[RankResult]]
                         total_after=profiled, compiling=compile_mode(cfg.model) is not None)
     trainer = build_trainer(cfg, device_type, [throughput, progress, *extras], first_profiled + profiled, out,
                             options)
+    throughput.started.update(ranks=_ready_at, launch=received, build=time.time())
     trainer.fit(model, datamodule=options.data.build(cfg, endless=True))  # as pipelines.build
     ranks = throughput.ranks
     if ranks is None:
@@ -146,6 +149,9 @@ def failure(exc: BaseException, cfg, log: Optional[Path]) -> Failed:
     return Failed(time.time(), message, kind, str(log) if log else None)
 
 
+# When this pool rank had imported torch and made its CUDA context (serve), the end of a run's start's first stage
+# if the run began before it; None in a rank that rn50's pool did not start.
+_ready_at: Optional[float] = None
 # The store of the task this rank runs, while it runs one: where its launcher's run is.
 _task_store: Optional[str] = None
 # The batch data.batch_size=auto's search chose for the task this rank runs: its config, which the launcher
@@ -203,6 +209,7 @@ def serve(fd: int) -> None:
         except OSError:  # the launcher is gone (it stopped at an error of its own)
             return False
 
+    global _ready_at
     broken = None
     try:
         if torch.cuda.is_available():  # the CUDA context is made before the first task arrives
@@ -210,6 +217,7 @@ def serve(fd: int) -> None:
             torch.zeros(1, device="cuda")
     except Exception as exc:  # a busy or missing device: the first task's answer says so
         broken = exc
+    _ready_at = time.time()
     if broken is None and not say(Ready()):
         return
     while True:

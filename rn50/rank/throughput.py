@@ -5,7 +5,7 @@ import gc
 import os
 import socket
 import time
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import pytorch_lightning as pl
 import torch
@@ -31,6 +31,7 @@ class ThroughputCallback(pl.Callback):
         self.sampler = None
         self._handle = None  # NVML's, of this rank's GPU
         self.first_step_at = 0.0
+        self.started: Dict[str, float] = {}  # the stages of the rank's start it reached, and when (RankResult.started)
         self.warmup_s: Optional[float] = None
         self._first_step_perf = 0.0
         self.ranks: Optional[List[RankResult]] = None
@@ -46,6 +47,7 @@ class ThroughputCallback(pl.Callback):
         self._allreduce_before_ms: Optional[float] = None  # timed before the data loaders start
 
     def setup(self, trainer, pl_module, stage):
+        self.started["setup"] = time.time()  # Lightning's process group is up; DDP's wrap comes next
         gc.callbacks.append(self.collections)
         if self.device_type == "cuda":
             handle = self._handle = handle_for_cuda_device(trainer.strategy.root_device.index)
@@ -56,7 +58,12 @@ class ThroughputCallback(pl.Callback):
         # The network as the run found it, to set beside the figure timed after the windows: once DDP is
         # built, before the first step and its compile, and before Lightning starts the data loaders
         # (on_train_start comes after), whose start would load the host as the after-probe's does not.
+        self.started["ddp"] = time.time()
         self._allreduce_before_ms = self._allreduce_ms(trainer, pl_module)
+        self.started["probe"] = time.time()
+
+    def on_train_start(self, trainer, pl_module):
+        self.started["data"] = time.time()  # the loaders are built; their first batch comes with the first step
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if not self.first_step_at:
@@ -119,6 +126,7 @@ class ThroughputCallback(pl.Callback):
             process_cpu_pct=100.0 * self._cpu_s / self._wall_s if self._wall_s > 0 else None,
             cpu_cores=host.usable_cores(),
             first_step_at=self.first_step_at,
+            started=self.started,
             warmup_s=self.warmup_s or 0.0,
             **self._training_proof(trainer),
             **self._communication(trainer, pl_module),

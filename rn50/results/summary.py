@@ -46,6 +46,7 @@ def summarize(cfg, ranks: List[RankResult], started_at: float, now: float, optio
     metrics = {} if failure else {**figures(cfg, ranks, options.precision.peak), **zero.metrics}
     metrics.update(proof)
     metrics["time/startup_s"] = zero.first_step_at - started_at
+    metrics.update(timing.startup_stages(started_at, zero.started, zero.first_step_at))  # where it went
     metrics["time/warmup_s"] = max(r.warmup_s for r in ranks)
     metrics["time/wall_s"] = now - started_at
 
