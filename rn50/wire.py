@@ -60,7 +60,7 @@ class RankResult:
     """Cores this process may run on (its affinity)."""
     first_step_at: float = 0.0
     """Wall-clock time (time.time()) when the first warm-up step began."""
-    started: Dict[str, float] = field(default_factory=dict)
+    started: Dict[str, Optional[float]] = field(default_factory=dict)
     """Wall-clock times (time.time()) at which this rank reached each stage of its start before its first step,
     in order (rn50/measure/timing.py's STARTUP_STAGES); time/startup_<stage>_s are the gaps between them."""
     warmup_s: float = 0.0

@@ -119,22 +119,32 @@ class WindowTimer:
         return leads
 
 
-# A rank's start, stage by stage, each named for what ended with it (ThroughputCallback and measure_rank mark them):
-# ranks: the rank's process started, imported torch and Lightning and made its CUDA context (a rank of rn50's
-# pool that started with the run: one still warm from an earlier run of a sweep, or one started by torchrun or
-# SLURM, which is the command itself, has none); launch: until the rank holds its run (the launcher's side: Hydra,
-# the MLflow run; all of the command's start where there is no ranks stage); build: the CUDA device, the inductor cache, the batch search, the model and the Trainer; setup: Lightning's
-# process group and accelerator; ddp: the model moved and wrapped (DDP's parameter broadcast); probe: the
-# all-reduce timed before the first step; data: the data loaders or pipeline started; first: to the first batch
-# in hand. Their sum is time/startup_s.
-STARTUP_STAGES = ("ranks", "launch", "build", "setup", "ddp", "probe", "data", "first")
+# A run's start as rank 0 went through it, stage by stage, each named for what ended with it (measure_rank and
+# ThroughputCallback mark them). Where rn50's pool started the rank with the run:
+#   preflight: the launcher's work before it started the rank's process (Hydra's config, its checks, counting
+#     the images of a real data set);
+#   ranks: the process's start, its imports (torch, Lightning) and its CUDA context, while the launcher opens the
+#     MLflow run;
+# a rank still warm from an earlier point of a sweep, or one that torchrun, SLURM or a profiler started, has neither:
+#   launch: until the rank holds its run (under torchrun and SLURM, where the command is the rank, all of the
+#     above and the MLflow run);
+#   build: the CUDA device, the inductor cache, the batch search, the model and the Trainer;
+#   setup: Lightning's process group and accelerator;
+#   ddp: the module's setup, the model moved and wrapped in DDP (its parameter broadcast);
+#   probe: the all-reduce timed before the first step;
+#   data: the data loaders or DALI's pipeline built;
+#   first: to the first batch in hand (DataLoader workers start here).
+# setup, ddp and probe end at collectives: rank 0's share of each includes waiting for the slowest rank.
+# Their sum is time/startup_s.
+STARTUP_STAGES = ("preflight", "ranks", "launch", "build", "setup", "ddp", "probe", "data", "first")
 
 
-def startup_stages(started_at: float, reached: Mapping[str, float], first_step_at: float) -> Dict[str, float]:
+def startup_stages(started_at: float, reached: Mapping[str, Optional[float]],
+                   first_step_at: float) -> Dict[str, float]:
     """time/startup_<stage>_s: the seconds between consecutive stages a rank marked (reached: stage -> the
     wall-clock time it ended, None where it has none, for all but the last, which ends at the first step), from
     the command's start (started_at). A stage the rank did not mark, or ended before the one before it (a warm
-    rank, ready before the run began), joins the next one."""
+    rank, started and ready before the run began), joins the next one."""
     metrics, last = {}, started_at
     ends = {**reached, STARTUP_STAGES[-1]: first_step_at}
     for stage in STARTUP_STAGES:

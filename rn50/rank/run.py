@@ -24,7 +24,7 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import OmegaConf
 
-from rn50 import console
+from rn50 import STARTED, console
 from rn50.config.compilation import compile_mode
 from rn50.config.schema import Accelerator, TrainName
 from rn50.config.reads import decided, typed, world_size
@@ -95,7 +95,9 @@ def measure_rank(cfg, out: Path, options: Options, received: float) -> Optional[
                         total_after=profiled, compiling=compile_mode(cfg.model) is not None)
     trainer = build_trainer(cfg, device_type, [throughput, progress, *extras], first_profiled + profiled, out,
                             options)
-    throughput.started.update(ranks=_ready_at, launch=received, build=time.time())
+    pooled = _ready_at is not None  # this process's own start (rn50.STARTED) ends the launcher's preflight
+    throughput.started.update(preflight=STARTED if pooled else None, ranks=_ready_at, launch=received,
+                              build=time.time())
     trainer.fit(model, datamodule=options.data.build(cfg, endless=True))  # as pipelines.build
     ranks = throughput.ranks
     if ranks is None:

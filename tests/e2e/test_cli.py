@@ -34,10 +34,10 @@ def test_tiny_run_is_recorded_with_the_proof_that_it_trained(tmp_path):
     assert m["throughput/images_per_sec_per_device"] == m["throughput/images_per_sec"]
     # from the command to the first warm-up step, within the run's wall time
     assert 0 < m["time/startup_s"] < m["time/wall_s"] and m["time/warmup_s"] > 0
-    # ...stage by stage: the pool's rank started with the run, so every stage is there, and they add up
+    # ...stage by stage: the pool's rank started with the run, so it marked every stage, and they add up
     stages = {k: v for k, v in m.items() if k.startswith("time/startup_") and k != "time/startup_s"}
-    assert set(stages) == {f"time/startup_{s}_s" for s in STARTUP_STAGES} and min(stages.values()) >= 0, stages
-    assert sum(stages.values()) == pytest.approx(m["time/startup_s"], abs=0.01)  # as logged: 6 digits each
+    assert set(stages) == {f"time/startup_{s}_s" for s in STARTUP_STAGES}, stages
+    assert sum(stages.values()) == pytest.approx(m["time/startup_s"], abs=0.01)
     assert 0 < m["cpu/utilization_pct"] <= 100  # a CPU run has a utilization too
     # the run's own CPU and the host's over the windows (/proc): recorded; their sizes, in 10 ms ticks over
     # a window this short, are tests/unit/test_contention.py's

@@ -89,6 +89,13 @@ def test_sweep_reports_every_point_and_runs_the_right_processes_once(tmp_path):
             int(c.data.params["data.batch_size"]) * int(c.data.tags["world_size"]) * 2 / m["window/seconds_total"],
             rel=1e-5)  # as logged: six significant digits
         assert 0 < m["time/startup_s"] < m["time/wall_s"]
+        stages = {k: v for k, v in m.items() if k.startswith("time/startup_") and k != "time/startup_s"}
+        assert sum(stages.values()) == pytest.approx(m["time/startup_s"], abs=0.01), stages
+    # a world size's first point started its ranks (their process and imports are in its start); the second
+    # found them warm
+    for world in ("1", "2"):
+        points = [c.data.metrics for c in children if c.data.tags["world_size"] == world]
+        assert sorted("time/startup_ranks_s" in m for m in points) == [False, True], points
 
     pair = next(c for c in children if c.data.tags["world_size"] == "2")  # two processes, one run
     m = pair.data.metrics

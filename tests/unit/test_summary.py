@@ -81,3 +81,18 @@ def test_a_run_whose_network_changed_says_so_in_its_headline_and_tag(compose_cfg
     assert "; the network changed during the run: the all-reduce took 43.90 ms before the warm-up and 58.30 ms " \
         "after the windows (+32.8%)" in headline("amp-1n2g", moved.metrics)
     assert "network changed" not in headline("amp-1n2g", held.metrics)
+
+
+def test_the_start_is_recorded_stage_by_stage_as_rank_zero_marked_it(compose_cfg):
+    """time/startup_s from the command's start to rank 0's first step, and its stages (rn50/measure/timing.py)
+    from rank 0's marks: a pool rank's, started with the run."""
+    cfg = compose_cfg(["bench.warmup_steps=1", "bench.steps=4", "bench.repeats=1"])
+    zero = rank_zero(4, 0.1, 256)
+    zero.started = dict(preflight=100.5, ranks=103.0, launch=103.1, build=104.0, setup=104.5, ddp=105.5,
+                        probe=105.6, data=106.0)
+    zero.first_step_at = 107.0
+    m = summarize(cfg, [zero], 100.0, 120.0, Options.of(cfg)).metrics
+    assert m["time/startup_s"] == 7.0
+    assert m["time/startup_preflight_s"] == 0.5 and m["time/startup_ranks_s"] == 2.5
+    assert m["time/startup_first_s"] == 1.0
+    assert sum(v for k, v in m.items() if k.startswith("time/startup_") and k != "time/startup_s") == pytest.approx(7.0)
