@@ -31,7 +31,8 @@ class ThroughputCallback(pl.Callback):
         self.sampler = None
         self._handle = None  # NVML's, of this rank's GPU
         self.first_step_at = 0.0
-        self.started: Dict[str, Optional[float]] = {}  # the stages of the rank's start it reached, and when (RankResult.started)
+        # the stages of the rank's start it reached, and when (RankResult.started)
+        self.started: Dict[str, Optional[float]] = {}
         self.warmup_s: Optional[float] = None
         self._first_step_perf = 0.0
         self.ranks: Optional[List[RankResult]] = None

@@ -220,14 +220,15 @@ def test_the_start_splits_into_stages_that_add_up_to_it():
     reached = dict(preflight=101.0, ranks=104.0, launch=104.5, build=106.0, setup=107.0, ddp=109.5, probe=110.0,
                    data=111.0)
     stages = timing.startup_stages(100.0, reached, first_step_at=113.0)
-    assert stages == {"time/startup_preflight_s": 1.0, "time/startup_ranks_s": 3.0, "time/startup_launch_s": 0.5, "time/startup_build_s": 1.5,
-                      "time/startup_setup_s": 1.0, "time/startup_ddp_s": 2.5, "time/startup_probe_s": 0.5,
+    assert stages == {"time/startup_preflight_s": 1.0, "time/startup_ranks_s": 3.0, "time/startup_launch_s": 0.5,
+                      "time/startup_build_s": 1.5, "time/startup_setup_s": 1.0, "time/startup_ddp_s": 2.5, "time/startup_probe_s": 0.5,
                       "time/startup_data_s": 1.0, "time/startup_first_s": 2.0}
     assert sum(stages.values()) == 13.0  # time/startup_s
 
 
 def test_a_warm_rank_or_one_torchrun_started_has_no_ranks_stage():
-    reached = dict(preflight=40.0, ranks=50.0, launch=100.5, build=101.0, setup=101.0, ddp=101.5, probe=101.5, data=102.0)
+    reached = dict(preflight=40.0, ranks=50.0, launch=100.5, build=101.0, setup=101.0, ddp=101.5, probe=101.5,
+                   data=102.0)
     warm = timing.startup_stages(100.0, reached, first_step_at=103.0)  # ready long before this sweep point
     assert "time/startup_ranks_s" not in warm and "time/startup_preflight_s" not in warm
     assert warm["time/startup_launch_s"] == 0.5
