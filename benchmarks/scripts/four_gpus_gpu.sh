@@ -10,9 +10,9 @@
 # F  the decoded-image cache over train=accuracy at 4 on a learnable set (75 steps an epoch), without and with
 # G  profiles of data=dali and of synthetic data at 4 (rank 0, 5 steps after 2 windows; read with ddp_trace.py):
 #    what holds the host back with DALI (its lead 8 ms against synthetic's 39 in the twenty-first session)
-# Usage, from the repository root on the GPU machine, rn50 installed in python3 (rn50.wheelhouse), DALI's parts
-# arriving in /tmp/dchunks (benchmarks/scripts/dali_parts.sh; DALI_PARTS of them), the deadline in /tmp/end_s:
-#   setsid nohup bash benchmarks/scripts/four_gpus_gpu.sh > /tmp/orch.nohup 2>&1 < /dev/null &
+# Usage, the first call of the session (carrying .carry/wh and DALI's first part .carry/d1; the next parts, of
+# benchmarks/scripts/dali_parts.sh, follow a call each into /tmp/dchunks with done-N, DALI_PARTS of them):
+#   echo 1450 > /tmp/end_s; bash benchmarks/scripts/device_start.sh benchmarks/scripts/four_gpus_gpu.sh
 # Results in /tmp/res (R): orch.log, one folder a phase; ALL_DONE at the end.
 DALI_PARTS=${DALI_PARTS:-5}
 . benchmarks/scripts/device_session.sh
