@@ -73,6 +73,11 @@ class ModelConfig:
     """torchvision architecture; resnet50 is ResNet-50 v1.5 (stride in the 3x3 conv)."""
     channels_last: bool = True
     """Model weights and input batches in NHWC, the layout tensor cores want."""
+    cudnn_benchmark: bool = True
+    """cuDNN times every algorithm for each new convolution shape at its first call and keeps the fastest
+    (torch.backends.cudnn.benchmark, Lightning's Trainer(benchmark=)); false takes cuDNN's heuristic pick
+    and saves those seconds in the first step (their cost and the steps' speed either way:
+    docs/benchmarks.md, issue 42)."""
     compile: bool = False
     """Wrap the network in torch.compile; compilation happens during the warm-up steps."""
     compile_mode: CompileMode = CompileMode["default"]

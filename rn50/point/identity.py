@@ -94,6 +94,7 @@ LATER_KEYS = {
     "data.dali.stream_policy": "default", "data.dali.concurrency": "default",
     "data.dali.training_stream": "default", "dist.interface": None, "bench.comm_iters": 20,
     "data.dali.cache_size_mb": 0, "model.compile_ddp": "ddp_optimizer", "dist.broadcast_buffers": True,
+    "model.cudnn_benchmark": True,
 }
 
 

@@ -190,7 +190,7 @@ def make_probe(cfg, device, limits: Limits, precision) -> Callable[[int], Option
     """
     mode = compile_mode(cfg.model)
     configure_compile(cfg.model.autotune_pointwise, cfg.model.autotune_coordinate_descent, cfg.model.compile_ddp.value)
-    torch.backends.cudnn.benchmark = True  # as the Trainer's benchmark=True
+    torch.backends.cudnn.benchmark = cfg.model.cudnn_benchmark  # as the Trainer's benchmark=
     train = build_train_step(cfg.model.arch.value, precision, device,
                              num_classes=cfg.model.num_classes, image_size=cfg.data.image_size,
                              channels_last=cfg.model.channels_last, compile_mode=mode, optim=cfg.optim)

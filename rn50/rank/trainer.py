@@ -32,7 +32,7 @@ def trainer_args(cfg, device_type: str, out: Path, options: Options, requeue: bo
         if world > 1 else "auto",
         plugins=[options.precision.plugin(device_type),
                  *options.cluster.environment(requeue)],
-        benchmark=True,
+        benchmark=cfg.model.cudnn_benchmark,
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,

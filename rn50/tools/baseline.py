@@ -77,6 +77,8 @@ def main(argv=None) -> dict:
     p.add_argument("--cuda-graph", action="store_true",
                    help="capture the whole step (forward, backward, optimizer) in one CUDA graph and replay it")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
+    p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
+                   help="cuDNN's heuristic convolution algorithms, as model.cudnn_benchmark=false")
     p.add_argument("--loss-scale", type=float, default=1024.0)
     p.add_argument("--comm-iters", type=int, default=20, metavar="N",
                    help="under torchrun: before the warm-up and after the windows, time N all-reduces of the "
@@ -129,7 +131,7 @@ def main(argv=None) -> dict:
         comm.log_transports()  # as rn50's ranks do, before NCCL starts: its log names the transport
         torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
     set_math_mode(args.precision != "fp32")
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     torch.manual_seed(0)
     if args.conv_1x1_as_mm:
         inductor.conv_1x1_as_mm = True

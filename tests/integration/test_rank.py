@@ -34,6 +34,17 @@ def test_trainer_has_no_per_step_sigterm_sync(compose_cfg, tmp_path):
     assert trainer.logger is None and not trainer.checkpoint_callback
 
 
+@pytest.mark.parametrize("override,chosen", [([], True), (["model.cudnn_benchmark=false"], False)])
+def test_cudnn_benchmark_follows_the_config(compose_cfg, tmp_path, monkeypatch, override, chosen):
+    """model.cudnn_benchmark reaches torch through the Trainer that rn50 builds (issue 42: cuDNN's timing of
+    every algorithm was seconds of a start's first step)."""
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", not chosen)  # torch's flag is restored after
+    cfg = validate(compose_cfg(TINY + override))
+    timer = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu", cfg.data.batch_size)
+    build_trainer(cfg, "cpu", [timer], timer.timer.total_steps, tmp_path, Options.of(cfg))
+    assert torch.backends.cudnn.benchmark is chosen
+
+
 @pytest.mark.parametrize("override,broadcast", [([], False), (["dist.broadcast_buffers=true"], True)])
 def test_ddp_broadcasts_buffers_only_when_asked(compose_cfg, tmp_path, one_rank_group, override, broadcast):
     """dist.broadcast_buffers reaches the DDP module rn50's strategy builds (issue 44: its per-step copies
