@@ -4,8 +4,9 @@
 # "4 H200s: experiment=fastest's scaling against the compiled bare loop ..."; the closing note of 2026-11-28):
 # A  experiment=fastest on each of the 4 GPUs alone, all four side by side and cold: every card's 1-GPU figure and
 #    clock under the power its neighbours draw, as in a 4-GPU run (the slowest card sets DDP's step)
-# B  experiment=fastest at 4, cold, then C again on its cache: the second start against issue 42's 60 s, read with
-#    its time/startup_<stage>_s
+# B  experiment=fastest at 4, cold, then again on its cache: the second start against issue 42's 60 s, read with
+#    its time/startup_<stage>_s; then a third, one window: on one H200 the second start compiled 110 Triton
+#    kernels in-process (16 s) that the third found in Triton's cache (twenty-second session)
 # E  ImageFolder at experiment=fastest at 4 (the same graphs as synthetic's: B's cache)
 # F  the decoded-image cache over train=accuracy at 4 on a learnable set (75 steps an epoch), without and with
 # G  profiles of data=dali and of synthetic data at 4 (rank 0, 5 steps after 2 windows; read with ddp_trace.py):
@@ -26,6 +27,7 @@ done
 wait "${pids[@]}"  # not the DALI unpack, which waits for later calls
 one "$R/b" fastest4 420 experiment=fastest dist=1n4g bench.repeats=3
 one "$R/b" fastest4_again 150 experiment=fastest dist=1n4g bench.repeats=3
+one "$R/b" fastest4_third 120 experiment=fastest dist=1n4g bench.repeats=1
 one "$R/e" fastest4_imagefolder 300 experiment=fastest dist=1n4g bench.repeats=3 data=imagefolder data.root="$TREE"
 ready
 while [ ! -e /tmp/learn.ok ]; do sleep 2; done
