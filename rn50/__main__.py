@@ -10,6 +10,10 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
+from rn50.measure import bytecode
+
+bytecode.set_bytecode_cache()  # first: it saves compiling what follows, here and in the ranks
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode

@@ -6,7 +6,9 @@
 #    clock under the power its neighbours draw, as in a 4-GPU run (the slowest card sets DDP's step)
 # B  experiment=fastest at 4, cold, then again on its cache: the second start against issue 42's 60 s, read with
 #    its time/startup_<stage>_s; then a third, one window: on one H200 the second start compiled 110 Triton
-#    kernels in-process (16 s) that the third found in Triton's cache (twenty-second session)
+#    kernels in-process (16 s) that the third found in Triton's cache (twenty-second session). The image holds no
+#    bytecode, so since 5583109 rn50 keeps Python's in ~/.cache/rn50/pycache: A's runs write it and B's read it,
+#    where the twenty-first session's 62.5 s had none (each run's tag python_bytecode says which)
 # E  ImageFolder at experiment=fastest at 4 (the same graphs as synthetic's: B's cache)
 # F  the decoded-image cache over train=accuracy at 4 on a learnable set (75 steps an epoch), without and with
 # G  profiles of data=dali and of synthetic data at 4 (rank 0, 5 steps after 2 windows; read with ddp_trace.py):
@@ -25,8 +27,11 @@ for gpu in 0 1 2 3; do
   CUDA_VISIBLE_DEVICES=$gpu one "$R/a" "fastest1_gpu$gpu" 420 experiment=fastest bench.repeats=3 & pids+=($!)
 done
 wait "${pids[@]}"  # not the DALI unpack, which waits for later calls
-one "$R/b" fastest4 420 experiment=fastest dist=1n4g bench.repeats=3
-one "$R/b" fastest4_again 150 experiment=fastest dist=1n4g bench.repeats=3
+# Triton's cache metadata after each start (its .json files, a few MB): which kernels a start compiled again,
+# and what in their keys differs from the cold run's entries of the same name
+triton_meta() { (cd "$TORCHINDUCTOR_CACHE_DIR" && find triton -name '*.json' | tar czf "$R/b/triton_$1.tgz" -T -); }
+one "$R/b" fastest4 420 experiment=fastest dist=1n4g bench.repeats=3; triton_meta cold
+one "$R/b" fastest4_again 150 experiment=fastest dist=1n4g bench.repeats=3; triton_meta again
 one "$R/b" fastest4_third 120 experiment=fastest dist=1n4g bench.repeats=1
 one "$R/e" fastest4_imagefolder 300 experiment=fastest dist=1n4g bench.repeats=3 data=imagefolder data.root="$TREE"
 ready

@@ -74,10 +74,11 @@ class ModelConfig:
     channels_last: bool = True
     """Model weights and input batches in NHWC, the layout tensor cores want."""
     cudnn_benchmark: bool = True
-    """cuDNN times every algorithm for each new convolution shape at its first call and keeps the fastest
-    (torch.backends.cudnn.benchmark, Lightning's Trainer(benchmark=)); false takes cuDNN's heuristic pick
-    and saves those seconds in the first step: 2.4 s at the defaults and 2.6 to 2.8 s at experiment=fastest
-    on one H200, for 0.1% and 0.9% fewer images/sec (docs/benchmarks.md, issue 42)."""
+    """cuDNN times candidate algorithms for each new convolution shape at its first call and keeps the fastest
+    (torch.backends.cudnn.benchmark, Lightning's Trainer(benchmark=)); false takes cuDNN's heuristic pick and
+    saves that time in the first step: 2.4 to 2.6 s at the defaults and 2.6 to 2.8 s at experiment=fastest on
+    one H200, for no change beyond noise at the defaults and 0.9% fewer images/sec at experiment=fastest
+    (docs/benchmarks.md, issue 42)."""
     compile: bool = False
     """Wrap the network in torch.compile; compilation happens during the warm-up steps."""
     compile_mode: CompileMode = CompileMode["default"]

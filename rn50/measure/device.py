@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional
 import torch
 import torch.distributed as dist
 
-from rn50.measure import comm, nvml
+from rn50.measure import bytecode, comm, nvml
 from rn50.measure.settings import CONNECTIONS_ENV
 
 
@@ -103,6 +103,8 @@ def software_tags() -> Dict[str, str]:
         "lightning_version": _version("pytorch-lightning"),
         "cuda_version": str(torch.version.cuda),
         "cudnn_version": str(torch.backends.cudnn.version()),
+        # where this rank's imports found their bytecode: it sets much of time/startup_ranks_s
+        "python_bytecode": bytecode.described(),
     }
 
 

@@ -1,5 +1,5 @@
 """A rank's process, set up before and around torch for honest timing: the variables torch, CUDA and
-inductor read (CUDA's work queues, the lasting compile cache), Python's bytecode cache, and its heap: the objects that torch
+inductor read (CUDA's work queues, the lasting compile cache), and its heap: the objects that torch
 and Lightning make for the life of the process are frozen out of the garbage collector, and the
 collector's passes inside the measured windows are counted. Torch-free, so that the rank package sets
 the variables on its first import (rn50/rank/__init__.py) without importing torch outside the lasting
@@ -8,7 +8,6 @@ imports."""
 import contextlib
 import gc
 import os
-import sys
 import time
 
 CONNECTIONS_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"
@@ -39,8 +38,10 @@ def compile_cache_dir() -> str:
 
 
 def rn50_cache() -> str:
-    """rn50's folder in the user's cache directory ($XDG_CACHE_HOME, or ~/.cache)."""
-    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    """rn50's folder in the user's cache directory: $XDG_CACHE_HOME where it is an absolute path (the XDG
+    specification ignores a relative one), else ~/.cache."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    home = xdg if xdg and os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(home, "rn50")
 
 
@@ -59,27 +60,6 @@ def set_compile_cache() -> None:
     where = compile_cache_dir()
     if writable_dir(where):
         os.environ[CACHE_ENV] = where
-
-
-PYCACHE_ENV, NO_BYTECODE_ENV = "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE"
-
-
-def set_bytecode_cache() -> None:
-    """Where Python's bytecode cache is off (PYTHONDONTWRITEBYTECODE or -B, which many container images set)
-    and no place is named for it (PYTHONPYCACHEPREFIX), keep it in rn50/pycache under the user's cache
-    directory, for this process and those it starts. Without it every rank compiles the sources of torch,
-    Lightning and what they import at each start: on an H200 host whose image set PYTHONDONTWRITEBYTECODE=1,
-    a start's `ranks` stage took 12 to 15 s, and 5.6 to 6.2 s with the cache (docs/benchmarks.md, issue 42).
-    Nothing is written beside the installed sources. Called on rn50's first import (rn50/__init__.py);
-    importlib reads both settings at each import, and the processes started later read the variables."""
-    if not sys.dont_write_bytecode or sys.pycache_prefix is not None:
-        return
-    where = os.path.join(rn50_cache(), "pycache")
-    if not writable_dir(where):
-        return
-    sys.pycache_prefix, sys.dont_write_bytecode = where, False
-    os.environ[PYCACHE_ENV] = where
-    os.environ.pop(NO_BYTECODE_ENV, None)
 
 
 @contextlib.contextmanager

@@ -55,7 +55,7 @@ def test_tiny_run_is_recorded_with_the_proof_that_it_trained(tmp_path):
     assert p["precision.name"] == "fp32" and p["dist.accelerator"] == "cpu"
     assert p["mlflow.tracking_uri"] == f"sqlite:///{tmp_path}/mlflow.db"
     for tag in ("torch_version", "torchvision_version", "lightning_version", "cuda_version",
-                "cudnn_version", "gpu_model", "hostnames", "command", "world_size"):
+                "cudnn_version", "python_bytecode", "gpu_model", "hostnames", "command", "world_size"):
         assert t[tag], tag
     assert t["command"].startswith("python -m rn50 dist.accelerator=cpu")
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
