@@ -29,7 +29,7 @@ from rn50.config.schema import Accelerator, Device
 from rn50.errors import ConfigError
 from rn50.measure.settings import lasting_imports
 from rn50.launcher import pool
-from rn50.measure import nvml
+from rn50.measure import bytecode, nvml
 from rn50.options import checks, pipelines
 from rn50.options.components import Options
 from rn50.point import validate
@@ -189,6 +189,8 @@ def started(cfg: DictConfig, config_yaml: str, out: Path, options: Options) -> I
 def run_rank_here(cfg: DictConfig, out: Path, options: Options) -> Optional[list]:
     """Run this process's rank: torchrun or SLURM started it as one (rn50/rank/here.py). options:
     the run's, from preflight."""
+    # A SLURM sweep's task runs this without `python -m rn50` having run here (submitit sends the task itself)
+    bytecode.set_bytecode_cache()
     with lasting_imports():
         from rn50.rank import here  # deferred: only a process that torchrun or SLURM made a rank imports torch
 

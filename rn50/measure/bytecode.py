@@ -8,9 +8,13 @@ there, Python reads it whatever the variable says, and nothing is done: a cache 
 hides every __pycache__ beside the sources, so the first start would compile them all again.
 
 `python -m rn50` calls set_bytecode_cache() before its other imports (rn50/__main__.py): the process every
-run starts from, the launcher or, under torchrun and SLURM, the rank itself. Its ranks, and what they start,
-inherit the variables it sets; a process started with -B (multiprocessing's spawn passes it on where the
-flag was given) reads the cache but does not add to it. Torch-free: importing torch is what it speeds up."""
+run starts from, the launcher or, under torchrun and SLURM, the rank itself; a rank that SLURM runs as a
+sweep's task, without `python -m rn50`, calls it again before it imports torch (rn50/launcher/launch.py).
+Its ranks, and what they start, inherit the variables it sets; a child started with -B (multiprocessing's
+spawn passes it whenever this interpreter started with writing off) reads the cache but does not add to it.
+Where torch has no bytecode but Python's own library does, the first start compiles that library into the
+cache too (a cache folder hides what lies beside the sources), once. Torch-free: importing torch is what it
+speeds up."""
 
 import importlib.util
 import os
@@ -38,9 +42,10 @@ def set_bytecode_cache(probe: str = "torch") -> None:
     process (importlib reads sys.pycache_prefix and sys.dont_write_bytecode at each import) and those it
     starts (the variables). RN50_BYTECODE_CACHE chooses: auto (the default) where `probe` was installed
     without bytecode, on wherever Python's is off, off never. Nothing is written beside the sources."""
-    choice = os.environ.get(CHOICE_ENV, "auto").lower()
+    given = os.environ.get(CHOICE_ENV, "")
+    choice = given.strip().lower() or "auto"  # empty: unset, as Python takes its own PYTHON* variables
     if choice not in CHOICES:
-        raise SystemExit(f"{CHOICE_ENV}={choice} is not one of {', '.join(CHOICES)}")
+        raise SystemExit(f"{CHOICE_ENV}={given} is not one of {', '.join(CHOICES)}")
     if choice == "off" or not sys.dont_write_bytecode or sys.pycache_prefix is not None:
         return
     if choice == "auto" and not installed_without_bytecode(probe):
@@ -53,9 +58,12 @@ def set_bytecode_cache(probe: str = "torch") -> None:
     os.environ.pop(OFF_ENV, None)
 
 
-def described() -> str:
-    """This process's bytecode cache, for a run's tags: the folder it is kept in, or beside the sources
-    (read only, where Python's writing is off)."""
+def described(probe: str = "torch") -> str:
+    """This process's bytecode, for a run's tags (it sets much of time/startup_ranks_s): the folder it is kept
+    in; "none" where `probe` has none beside its sources and none is written (compiled at every start); else
+    beside the sources (read only, where Python's writing is off)."""
     if sys.pycache_prefix:
         return sys.pycache_prefix
+    if sys.dont_write_bytecode and installed_without_bytecode(probe):
+        return "none: compiled at every start"
     return "beside the sources" + (", not written" if sys.dont_write_bytecode else "")

@@ -19,7 +19,7 @@ import subprocess, sys
 from rn50.measure import bytecode
 bytecode.set_bytecode_cache(probe="mine")
 import mine
-print(sys.pycache_prefix, sys.dont_write_bytecode, bytecode.described().replace(" ", "_"))
+print(sys.pycache_prefix, sys.dont_write_bytecode, bytecode.described(probe="mine").replace(" ", "_"))
 child = "import sys, os; print(sys.pycache_prefix, sys.dont_write_bytecode, 'PYTHONDONTWRITEBYTECODE' in os.environ)"
 sys.stdout.flush()
 subprocess.run([sys.executable, "-c", child], check=True)
@@ -61,16 +61,31 @@ def test_bytecode_installed_beside_the_sources_is_read_as_it_is(tmp_path):
 
 
 def test_the_users_choices_and_an_unwritable_cache_are_left_as_they_are(tmp_path):
-    assert start(tmp_path)[0] == ["None", "False", "beside_the_sources"]  # Python's own cache
-    assert start(tmp_path, PYTHONDONTWRITEBYTECODE="1", RN50_BYTECODE_CACHE="off")[0][:2] == ["None", "True"]
+    # each case in a folder of its own: `mine` without bytecode beside it, as the probe needs
+    def fresh(name: str) -> Path:
+        (tmp_path / name).mkdir()
+        return tmp_path / name
+
+    assert start(fresh("own"))[0] == ["None", "False", "beside_the_sources"]  # Python's own cache
+    where = fresh("off")
+    assert start(where, PYTHONDONTWRITEBYTECODE="1", RN50_BYTECODE_CACHE="off")[0] == [
+        "None", "True", "none:_compiled_at_every_start"]
     # a place named, with writing off: nothing is written
-    named = str(tmp_path / "mine_cache")
-    assert start(tmp_path, PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=named)[0][:2] == [named, "True"]
-    (tmp_path / "file").write_text("")  # a cache folder that cannot be made: as Python had it, and it goes on
-    assert start(tmp_path, PYTHONDONTWRITEBYTECODE="1", XDG_CACHE_HOME=str(tmp_path / "file"))[0][:2] == [
-        "None", "True"]
+    where = fresh("named")
+    named = str(where / "mine_cache")
+    assert start(where, PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=named)[0][:2] == [named, "True"]
+    where = fresh("unwritable")
+    (where / "file").write_text("")  # a cache folder that cannot be made: as Python had it, and it goes on
+    assert start(where, PYTHONDONTWRITEBYTECODE="1", RN50_BYTECODE_CACHE="on",
+                 XDG_CACHE_HOME=str(where / "file"))[0][:2] == ["None", "True"]
+    # a relative XDG_CACHE_HOME is ignored, as the XDG specification says: ~/.cache
+    where = fresh("relative")
+    assert start(where, PYTHONDONTWRITEBYTECODE="1", RN50_BYTECODE_CACHE="on", XDG_CACHE_HOME="rel",
+                 HOME=str(where / "home"))[0][0] == str(where / "home" / ".cache" / "rn50" / "pycache")
+    assert start(fresh("empty"), PYTHONDONTWRITEBYTECODE="1", RN50_BYTECODE_CACHE="")[0][0] != "None"  # auto
 
 
+@pytest.mark.slow  # `python -m rn50` as a user starts it, twice
 @pytest.mark.parametrize("choice", ["on", "auto"])
 def test_python_m_rn50_sets_it_before_its_imports(tmp_path, choice):
     """The entry point every run starts from: Hydra's modules, imported after it, are compiled into the
@@ -84,5 +99,5 @@ def test_python_m_rn50_sets_it_before_its_imports(tmp_path, choice):
 
 def test_a_choice_that_is_not_one_is_refused_in_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "rn50", "--help"], cwd=tmp_path, capture_output=True, text=True,
-                          env=environment(tmp_path, RN50_BYTECODE_CACHE="yes"))
-    assert proc.returncode != 0 and proc.stderr.strip() == "RN50_BYTECODE_CACHE=yes is not one of auto, on, off"
+                          env=environment(tmp_path, RN50_BYTECODE_CACHE="Yes"))
+    assert proc.returncode != 0 and proc.stderr.strip() == "RN50_BYTECODE_CACHE=Yes is not one of auto, on, off"
