@@ -28,9 +28,10 @@ CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
 def compile_cache_dir() -> str:
     """Where torch.compile keeps what it compiled for this rank: TORCHINDUCTOR_CACHE_DIR where the
-    user set it, else rn50/torchinductor under the user's cache directory (rn50_cache), and not inductor's own /tmp/torchinductor_USER, which a reboot or a fresh container
-    empties. One place per user and host: every rank of a run, and every later run, reads what the
-    first compiled (inductor's FX graph, autotuning and Triton caches all live under it)."""
+    user set it, else rn50/torchinductor under the user's cache directory (rn50_cache), and not
+    inductor's own /tmp/torchinductor_USER, which a reboot or a fresh container empties. One place per
+    user and host: every rank of a run, and every later run, reads what the first compiled (inductor's FX
+    graph, autotuning and Triton caches all live under it)."""
     if CACHE_ENV in os.environ:
         return os.environ[CACHE_ENV]
     return os.path.join(rn50_cache(), "torchinductor")

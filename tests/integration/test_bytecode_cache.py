@@ -47,7 +47,8 @@ def test_where_the_environment_turned_bytecode_off_it_is_kept_in_rn50s_cache(tmp
     assert child == [kept, "False", "False"]  # a rank inherits it
     assert list(Path(kept).rglob("mine.*.pyc")) and not list(tmp_path.glob("__pycache__"))  # nothing beside
     # -B is taken as the variable is
-    assert start(tmp_path, "-B")[0][0] == start(tmp_path, "-B")[1][0] == kept
+    parent, child = start(tmp_path, "-B")
+    assert parent[0] == child[0] == kept
 
 
 def test_bytecode_installed_beside_the_sources_is_read_as_it_is(tmp_path):

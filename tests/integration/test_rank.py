@@ -37,7 +37,7 @@ def test_trainer_has_no_per_step_sigterm_sync(compose_cfg, tmp_path):
 @pytest.mark.parametrize("override,chosen", [([], True), (["model.cudnn_benchmark=false"], False)])
 def test_cudnn_benchmark_follows_the_config(compose_cfg, tmp_path, monkeypatch, override, chosen):
     """model.cudnn_benchmark reaches torch through the Trainer that rn50 builds (issue 42: cuDNN's timing of
-    every algorithm was seconds of a start's first step)."""
+    candidate algorithms was seconds of a start's first step)."""
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", not chosen)  # torch's flag is restored after
     cfg = validate(compose_cfg(TINY + override))
     timer = ThroughputCallback(cfg.bench, cfg.telemetry, "cpu", cfg.data.batch_size)
